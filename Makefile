@@ -1,0 +1,59 @@
+# ncclguard - build: `make` (library + tools), `make test` (CPU test suite), `make demo`.
+# Options: BUILD=dir  SAN=asan|ubsan|tsan  NCCL_INCLUDE=dir-with-nccl.h  CUDA_INCLUDE=dir-with-cuda.h
+BUILD ?= build
+SAN ?=
+PREFIX ?= /usr/local
+CC ?= cc
+
+# NCCL's header: CUDA toolkit, /usr/include, or a PyTorch environment's nvidia-nccl wheel.
+NCCL_INCLUDE ?= $(firstword $(foreach d,/usr/local/cuda/include /usr/include /usr/local/include \
+  $(wildcard /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/include),$(if $(wildcard $(d)/nccl.h),$(d))))
+# CUDA's headers (cuda.h): only the fakes and the consumer programs need them, never the library.
+CUDA_INCLUDE ?= $(firstword $(foreach d,/usr/local/cuda/include /usr/include \
+  $(wildcard /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu*/include),$(if $(wildcard $(d)/cuda.h),$(d))))
+
+SANFLAGS_asan  = -fsanitize=address -fno-omit-frame-pointer
+SANFLAGS_ubsan = -fsanitize=undefined -fno-sanitize-recover=undefined
+SANFLAGS_tsan  = -fsanitize=thread
+SANFLAGS = $(SANFLAGS_$(SAN))
+
+CFLAGS ?= -O2 -g
+WARN = -Wall -Wextra -Werror
+ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) $(SANFLAGS) -fPIC -pthread
+
+SHIM_SRC = $(wildcard shim/*.c)
+SHIM_OBJ = $(SHIM_SRC:shim/%.c=$(BUILD)/shim/%.o)
+SHIM = $(BUILD)/libncclguard.so
+
+.PHONY: all testbins test demo install clean check-nccl-header
+all: check-nccl-header $(SHIM) tools
+
+check-nccl-header:
+	@test -n "$(NCCL_INCLUDE)" || { echo "ncclguard: nccl.h not found; install the CUDA toolkit or nvidia-nccl, or set NCCL_INCLUDE=dir" >&2; exit 1; }
+
+$(BUILD)/shim/%.o: shim/%.c shim/guard.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -I$(NCCL_INCLUDE) $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE)) -c $< -o $@
+
+$(SHIM): $(SHIM_OBJ) shim/ncclguard.map
+	$(CC) $(ALL_CFLAGS) -shared -Wl,--version-script=shim/ncclguard.map -Wl,-z,defs -Wl,--as-needed \
+	  -o $@ $(SHIM_OBJ) -ldl -lpthread
+
+-include tests/fake/fake.mk
+-include tests/progs/progs.mk
+-include tools/tools.mk
+-include tests/fuzz/fuzz.mk
+
+test:
+	tests/run
+
+demo: all testbins
+	tools/demo.sh "$(BUILD)"
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(SHIM) $(DESTDIR)$(PREFIX)/lib/libncclguard.so
+	install -m 0755 $(TOOLS_BIN) $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf build build-asan build-ubsan build-tsan

@@ -1,0 +1,199 @@
+/* The CUDA driver API, found at run time (no NEEDED entry on libcuda): used for preflight
+ * (what kind of memory a buffer is) and for the agreement all-reduce (a private stream and a
+ * few bytes of device memory). Types and constants are declared here so that building the
+ * library needs only nccl.h; where cuda.h is available they are checked against it. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "guard.h"
+
+/* CUDA ABI constants (cuda.h) */
+enum {
+  NG_CUDA_SUCCESS = 0,
+  NG_CUDA_ERROR_NOT_READY = 600,
+  NG_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
+  NG_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+  NG_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+  NG_CU_MEMORYTYPE_DEVICE = 2,
+  NG_CU_STREAM_NON_BLOCKING = 1,
+  NG_CU_STREAM_CAPTURE_STATUS_NONE = 0,
+  NG_CU_STREAM_CAPTURE_MODE_RELAXED = 2,
+};
+#define NG_CU_STREAM_LEGACY ((ng_stream)0x1)
+#define NG_CU_STREAM_PER_THREAD ((ng_stream)0x2)
+
+#if defined(__has_include)
+#if __has_include(<cuda.h>)
+#include <cuda.h>
+_Static_assert((int)NG_CUDA_ERROR_NOT_READY == (int)CUDA_ERROR_NOT_READY, "cuda.h");
+_Static_assert((int)NG_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT == (int)CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "cuda.h");
+_Static_assert((int)NG_CU_POINTER_ATTRIBUTE_MEMORY_TYPE == (int)CU_POINTER_ATTRIBUTE_MEMORY_TYPE, "cuda.h");
+_Static_assert((int)NG_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL == (int)CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, "cuda.h");
+_Static_assert((int)NG_CU_MEMORYTYPE_DEVICE == (int)CU_MEMORYTYPE_DEVICE, "cuda.h");
+_Static_assert((int)NG_CU_STREAM_NON_BLOCKING == (int)CU_STREAM_NON_BLOCKING, "cuda.h");
+_Static_assert((int)NG_CU_STREAM_CAPTURE_MODE_RELAXED == (int)CU_STREAM_CAPTURE_MODE_RELAXED, "cuda.h");
+_Static_assert(sizeof(ng_devptr) == sizeof(CUdeviceptr), "cuda.h");
+#endif
+#endif
+
+typedef int ng_cudev;
+static struct {
+  ng_cures (*cuInit)(unsigned);
+  ng_cures (*cuGetErrorString)(ng_cures, const char**);
+  ng_cures (*cuCtxGetCurrent)(ng_ctx*);
+  ng_cures (*cuCtxSetCurrent)(ng_ctx);
+  ng_cures (*cuCtxGetDevice)(ng_cudev*);
+  ng_cures (*cuDeviceGet)(ng_cudev*, int);
+  ng_cures (*cuDevicePrimaryCtxRetain)(ng_ctx*, ng_cudev);
+  ng_cures (*cuPointerGetAttribute)(void*, int, ng_devptr);
+  ng_cures (*cuMemGetAddressRange)(ng_devptr*, size_t*, ng_devptr);
+  ng_cures (*cuMemRetainAllocationHandle)(unsigned long long*, void*);
+  ng_cures (*cuMemRelease)(unsigned long long);
+  ng_cures (*cuMemAlloc)(ng_devptr*, size_t);
+  ng_cures (*cuMemcpyHtoDAsync)(ng_devptr, const void*, size_t, ng_stream);
+  ng_cures (*cuMemcpyDtoHAsync)(void*, ng_devptr, size_t, ng_stream);
+  ng_cures (*cuStreamCreate)(ng_stream*, unsigned);
+  ng_cures (*cuStreamQuery)(ng_stream);
+  ng_cures (*cuStreamIsCapturing)(ng_stream, int*);
+  ng_cures (*cuThreadExchangeStreamCaptureMode)(int*);
+} cu;
+static int cu_state; /* 0 untried, 1 ok, -1 unavailable */
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+
+static void cu_load(void) {
+  const char* lib = ng_cfg.cuda_lib[0] ? ng_cfg.cuda_lib : "libcuda.so.1";
+  void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    cu_state = -1;
+    ng_log_msg(NG_LOG_INFO, -1, "cuda", "CUDA driver %s not available (%s): no buffer preflight, no agreement", lib,
+               dlerror());
+    return;
+  }
+  struct { void** slot; const char* name; } want[] = {
+      {(void**)&cu.cuInit, "cuInit"},
+      {(void**)&cu.cuGetErrorString, "cuGetErrorString"},
+      {(void**)&cu.cuCtxGetCurrent, "cuCtxGetCurrent"},
+      {(void**)&cu.cuCtxSetCurrent, "cuCtxSetCurrent"},
+      {(void**)&cu.cuCtxGetDevice, "cuCtxGetDevice"},
+      {(void**)&cu.cuDeviceGet, "cuDeviceGet"},
+      {(void**)&cu.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
+      {(void**)&cu.cuPointerGetAttribute, "cuPointerGetAttribute"},
+      {(void**)&cu.cuMemGetAddressRange, "cuMemGetAddressRange_v2"},
+      {(void**)&cu.cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle"},
+      {(void**)&cu.cuMemRelease, "cuMemRelease"},
+      {(void**)&cu.cuMemAlloc, "cuMemAlloc_v2"},
+      {(void**)&cu.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"},
+      {(void**)&cu.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
+      {(void**)&cu.cuStreamCreate, "cuStreamCreate"},
+      {(void**)&cu.cuStreamQuery, "cuStreamQuery"},
+      {(void**)&cu.cuStreamIsCapturing, "cuStreamIsCapturing"},
+      {(void**)&cu.cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode"},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    *want[i].slot = dlsym(h, want[i].name);
+    if (!*want[i].slot) {
+      cu_state = -1;
+      ng_log_msg(NG_LOG_WARN, -1, "cuda", "CUDA driver %s lacks %s: no buffer preflight, no agreement", lib,
+                 want[i].name);
+      return;
+    }
+  }
+  cu_state = cu.cuInit(0) == NG_CUDA_SUCCESS ? 1 : -1;
+  if (cu_state < 0) ng_log_msg(NG_LOG_INFO, -1, "cuda", "cuInit failed: no buffer preflight, no agreement");
+}
+
+int ng_cuda_ok(void) {
+  pthread_once(&cu_once, cu_load);
+  return cu_state > 0;
+}
+
+const char* ng_cuda_errstr(ng_cures r) {
+  const char* s = NULL;
+  if (ng_cuda_ok()) cu.cuGetErrorString(r, &s);
+  return s ? s : "unknown CUDA error";
+}
+
+int ng_cuda_current_device(void) {
+  ng_cudev d;
+  if (!ng_cuda_ok() || cu.cuCtxGetDevice(&d) != NG_CUDA_SUCCESS) return -1;
+  return d;
+}
+
+int ng_cuda_push(int dev, ng_ctx* saved) {
+  *saved = NULL;
+  if (!ng_cuda_ok() || cu.cuCtxGetCurrent(saved) != NG_CUDA_SUCCESS) return -1;
+  if (dev < 0) return *saved ? 0 : -1;
+  ng_cudev d;
+  ng_ctx ctx;
+  if (cu.cuDeviceGet(&d, dev) || cu.cuDevicePrimaryCtxRetain(&ctx, d)) return -1;
+  /* The retain is kept for the life of the process, like the runtime API's own. */
+  if (ctx != *saved && cu.cuCtxSetCurrent(ctx)) return -1;
+  return 0;
+}
+
+void ng_cuda_pop(ng_ctx saved) {
+  ng_ctx cur = NULL;
+  if (cu_state > 0 && !cu.cuCtxGetCurrent(&cur) && cur != saved) cu.cuCtxSetCurrent(saved);
+}
+
+int ng_cuda_stream_create(ng_stream* s) { return cu.cuStreamCreate(s, NG_CU_STREAM_NON_BLOCKING); }
+int ng_cuda_alloc(ng_devptr* p, size_t bytes) { return cu.cuMemAlloc(p, bytes); }
+int ng_cuda_h2d(ng_devptr dst, const void* src, size_t n, ng_stream s) { return cu.cuMemcpyHtoDAsync(dst, src, n, s); }
+int ng_cuda_d2h(void* dst, ng_devptr src, size_t n, ng_stream s) { return cu.cuMemcpyDtoHAsync(dst, src, n, s); }
+
+int ng_cuda_stream_done(ng_stream s) {
+  ng_cures r = cu.cuStreamQuery(s);
+  if (r == NG_CUDA_SUCCESS) return 1;
+  if (r == NG_CUDA_ERROR_NOT_READY) return 0;
+  return -r;
+}
+
+int ng_cuda_ptr_device(const void* p, int* is_device, int* ordinal) {
+  if (!ng_cuda_ok()) return -1;
+  unsigned int mt = 0;
+  int ord = -1;
+  *is_device = 0;
+  if (cu.cuPointerGetAttribute(&mt, NG_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (ng_devptr)(uintptr_t)p)) return 0;
+  *is_device = mt == NG_CU_MEMORYTYPE_DEVICE;
+  if (!cu.cuPointerGetAttribute(&ord, NG_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (ng_devptr)(uintptr_t)p))
+    *ordinal = ord;
+  return 0;
+}
+
+int ng_cuda_addr_range(const void* p, uintptr_t* base, size_t* size) {
+  ng_devptr b = 0;
+  if (!ng_cuda_ok() || cu.cuMemGetAddressRange(&b, size, (ng_devptr)(uintptr_t)p)) return -1;
+  *base = (uintptr_t)b;
+  return 0;
+}
+
+int ng_cuda_is_vmm(const void* p) {
+  unsigned long long h;
+  if (!ng_cuda_ok() || cu.cuMemRetainAllocationHandle(&h, (void*)p)) return 0;
+  cu.cuMemRelease(h);
+  return 1;
+}
+
+int ng_cuda_capturing(void) {
+  if (!ng_cuda_ok()) return 0;
+  int st = NG_CU_STREAM_CAPTURE_STATUS_NONE;
+  /* A capture on a blocking stream makes the legacy stream report an implicit capture. */
+  ng_cures r = cu.cuStreamIsCapturing(NG_CU_STREAM_LEGACY, &st);
+  if (r == NG_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT || (!r && st != NG_CU_STREAM_CAPTURE_STATUS_NONE)) return 1;
+  st = NG_CU_STREAM_CAPTURE_STATUS_NONE;
+  r = cu.cuStreamIsCapturing(NG_CU_STREAM_PER_THREAD, &st);
+  return !r && st != NG_CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+int ng_cuda_relaxed_capture(int* saved_mode) {
+  int mode = NG_CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (!ng_cuda_ok() || cu.cuThreadExchangeStreamCaptureMode(&mode)) return -1;
+  *saved_mode = mode;
+  return 0;
+}
+
+void ng_cuda_restore_capture(int saved_mode) {
+  if (cu_state > 0) cu.cuThreadExchangeStreamCaptureMode(&saved_mode);
+}

@@ -1,0 +1,286 @@
+/* ncclguard: the internal interface shared by the files of shim/ (see docs/DESIGN.md). */
+#ifndef NCCLGUARD_GUARD_H
+#define NCCLGUARD_GUARD_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nccl.h>
+
+#define NG_API __attribute__((visibility("default")))
+
+/* Functions that some NCCL headers lack: declared with NCCL's own prototypes. */
+#if NCCL_VERSION_CODE < 22902
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                          ncclComm_t* newcomm, ncclConfig_t* config);
+#endif
+/* ncclDevCommCreate lives in nccl_device/core.h, a C++ header; its argument types are opaque here. */
+struct ncclDevCommRequirements;
+struct ncclDevComm;
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, struct ncclDevCommRequirements const* reqs,
+                               struct ncclDevComm* outDevComm);
+
+/* ---- configuration (config.c) ---------------------------------------------------------- */
+enum ng_level { NG_LOG_OFF = 0, NG_LOG_WARN = 1, NG_LOG_INFO = 2, NG_LOG_TRACE = 3 };
+enum ng_on_failure { NG_FAIL_DEGRADE = 0, NG_FAIL_ERROR = 1 };
+enum ng_warmup { NG_WARMUP_AUTO = 0, NG_WARMUP_ALWAYS = 1, NG_WARMUP_NEVER = 2 };
+enum ng_nullwin { NG_NULLWIN_WARN = 0, NG_NULLWIN_ERROR = 1 };
+enum ng_capture { NG_CAPTURE_DEGRADE = 0, NG_CAPTURE_RELAXED = 1 };
+
+struct ng_config {
+  int disable;
+  int log_level;
+  int log_json;
+  char log_file[PATH_MAX];
+  int stats;
+  int dump;
+  int on_failure;
+  int warmup;
+  int agree;
+  int preflight;
+  int retries;
+  double timeout_s;
+  int null_window;
+  int capture;
+  char nccl_lib[PATH_MAX];
+  char cuda_lib[PATH_MAX];
+};
+extern struct ng_config ng_cfg;
+
+/* Parse the configuration once (pthread_once); every wrapper calls it first. */
+void ng_init(void);
+/* Parse `value` of variable `name` (NULL: unset) into *out; on a bad value warn and keep *out. */
+void ng_parse_env(struct ng_config* cfg);
+void ng_dump_config(void);
+
+/* ---- per-thread state ------------------------------------------------------------------- */
+struct ng_regreq;
+struct ng_tls {
+  int in_nccl;              /* >0 while this thread is inside the real NCCL: calls are NCCL's own */
+  int group_depth;          /* ncclGroupStart nesting seen from the application */
+  struct ng_regreq* pending; /* window registrations queued inside a group */
+  int npending, cappending;
+};
+extern __thread struct ng_tls ng_tls;
+
+/* ---- real NCCL (real.c) -------------------------------------------------------------------- */
+#define NG_REAL_FUNCS(X)                                                                         \
+  X(ncclCommInitRank) X(ncclCommInitRankConfig) X(ncclCommInitAll) X(ncclCommInitRankScalable)  \
+  X(ncclCommSplit) X(ncclCommShrink) X(ncclCommGrow) X(ncclCommFinalize) X(ncclCommDestroy)     \
+  X(ncclCommAbort) X(ncclCommRevoke) X(ncclCommWindowRegister) X(ncclCommWindowDeregister)      \
+  X(ncclCommRegister) X(ncclCommDeregister) X(ncclDevCommCreate) X(ncclGroupStart)              \
+  X(ncclGroupEnd) X(ncclAllReduce) X(ncclCommGetAsyncError) X(ncclGetVersion)                   \
+  X(ncclGetLastError) X(ncclCommCuDevice) X(ncclCommUserRank) X(ncclCommCount)
+
+enum ng_real_id {
+#define NG_ENUM(f) NG_ID_##f,
+  NG_REAL_FUNCS(NG_ENUM)
+#undef NG_ENUM
+  NG_NREAL
+};
+
+/* The real function, or NULL (logged once) when no loaded NCCL has it. */
+void* ng_real(enum ng_real_id id);
+/* Result for a call whose real function is missing: logs and returns ncclInvalidUsage. */
+ncclResult_t ng_missing(enum ng_real_id id);
+/* Version code of the loaded NCCL (ncclGetVersion), 0 if unknown. */
+int ng_nccl_version(void);
+/* Path of the libnccl the real functions come from ("" if none yet). */
+const char* ng_nccl_path(void);
+
+/* Call the real function `fn` with the in-NCCL guard held; `res` receives its result. */
+#define NG_CALL(res, fn, ...)                                                   \
+  do {                                                                          \
+    __typeof__(&fn) ng_f_ = (__typeof__(&fn))ng_real(NG_ID_##fn);               \
+    if (!ng_f_) {                                                               \
+      (res) = ng_missing(NG_ID_##fn);                                           \
+    } else {                                                                    \
+      ng_tls.in_nccl++;                                                         \
+      (res) = ng_f_(__VA_ARGS__);                                               \
+      ng_tls.in_nccl--;                                                         \
+    }                                                                           \
+  } while (0)
+
+const char* ng_result_name(ncclResult_t r);
+/* NCCL's last error string for comm (may be ""), never NULL. */
+const char* ng_last_error(ncclComm_t comm);
+
+/* ---- logging (log.c) ----------------------------------------------------------------------- */
+struct ng_line {
+  char buf[3072];
+  int len;
+  int level;
+  int json;
+  int dropped;
+};
+int ng_log_on(int level);
+/* Begin a line for the CUDA device `dev` (-1: unknown). */
+void ng_line_begin(struct ng_line* l, int level, int dev);
+void ng_kv_str(struct ng_line* l, const char* key, const char* val);
+void ng_kv_int(struct ng_line* l, const char* key, long long val);
+void ng_kv_u64hex(struct ng_line* l, const char* key, uint64_t val);
+void ng_kv_ptr(struct ng_line* l, const char* key, const void* p);
+void ng_kv_dbl(struct ng_line* l, const char* key, double v);
+/* Finish with msg="..." (printf format, may be NULL) and write the line with one write(2). */
+void ng_line_end(struct ng_line* l, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A free-text line: fn=<fn> msg="..." */
+void ng_log_msg(int level, int dev, const char* fn, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void ng_log_after_fork(void);
+/* Expand %h (host), %p (pid), %r (rank), %% in a log path; 0 on success, -1 if it does not fit. */
+int ng_expand_path(const char* pat, char* out, size_t cap);
+void ng_log_set_rank(int rank);
+
+/* Counters for the exit summary. */
+enum ng_stat { NG_ST_CALLS, NG_ST_REGISTERED, NG_ST_DEGRADED, NG_ST_RETRIED, NG_ST_ERRORS, NG_ST_NOOPS,
+               NG_ST_COMMS, NG_ST_AGREE, NG_NSTATS };
+void ng_stat_add(enum ng_stat s, long n);
+void ng_stats_reset(void);
+
+/* Monotonic microseconds. */
+double ng_now_us(void);
+
+/* ---- CUDA driver (cudrv.c) ---------------------------------------------------------------- */
+typedef int ng_cures;                 /* CUresult */
+typedef unsigned long long ng_devptr; /* CUdeviceptr */
+typedef struct ng_custream* ng_stream;
+typedef struct ng_cuctx* ng_ctx;
+int ng_cuda_ok(void); /* 1 if the driver API is usable */
+/* Push the primary context of `dev` (or keep the current one when dev < 0); 0 on success. */
+int ng_cuda_push(int dev, ng_ctx* saved);
+void ng_cuda_pop(ng_ctx saved);
+int ng_cuda_current_device(void);
+/* Device scratch and a private non-blocking stream on the current context. */
+int ng_cuda_stream_create(ng_stream* s);
+int ng_cuda_alloc(ng_devptr* p, size_t bytes);
+int ng_cuda_h2d(ng_devptr dst, const void* src, size_t n, ng_stream s);
+int ng_cuda_d2h(void* dst, ng_devptr src, size_t n, ng_stream s);
+/* 1 done, 0 still running, <0 error */
+int ng_cuda_stream_done(ng_stream s);
+/* Pointer facts for preflight; each returns 0 on success. */
+int ng_cuda_ptr_device(const void* p, int* is_device, int* ordinal);
+int ng_cuda_addr_range(const void* p, uintptr_t* base, size_t* size);
+int ng_cuda_is_vmm(const void* p);
+int ng_cuda_capturing(void); /* 1 if a capture makes registration unsafe on this thread */
+int ng_cuda_relaxed_capture(int* saved_mode); /* switch this thread to relaxed capture mode */
+void ng_cuda_restore_capture(int saved_mode);
+const char* ng_cuda_errstr(ng_cures r);
+
+/* ---- registry (registry.c) ---------------------------------------------------------------- */
+enum ng_comm_state { NG_COMM_INITIALIZING, NG_COMM_READY, NG_COMM_FINALIZED, NG_COMM_DESTROYED,
+                     NG_COMM_REVOKED, NG_COMM_ABORTED };
+const char* ng_state_name(int s);
+
+/* A snapshot of what the registry knows about one communicator. */
+struct ng_commview {
+  int known;
+  ncclComm_t comm;
+  uint64_t cid;
+  uint64_t parent_cid;
+  int rank, nranks, dev;
+  int blocking;
+  int state;
+  int warmed;
+  int has_devcomm;
+  int ndegraded;
+  int nwindows;
+};
+/* Record a communicator created by NCCL (replaces a tombstone with the same address). */
+void ng_reg_comm_add(ncclComm_t comm, uint64_t cid, uint64_t parent_cid, int rank, int nranks, int dev,
+                     int blocking, int state);
+int ng_reg_comm_get(ncclComm_t comm, struct ng_commview* v);
+void ng_reg_comm_set_state(ncclComm_t comm, int state);
+void ng_reg_comm_set_info(ncclComm_t comm, int rank, int nranks, int dev);
+/* n-th split / shrink / grow / window registration of a communicator (0-based), then increments. */
+int ng_reg_comm_next(ncclComm_t comm, int which);
+enum { NG_NEXT_SPLIT, NG_NEXT_SHRINK, NG_NEXT_GROW, NG_NEXT_WINSEQ, NG_NNEXT };
+void ng_reg_comm_mark(ncclComm_t comm, int warmed, int has_devcomm, int add_degraded);
+/* Agreement resources (stream + device scratch) of the communicator, created by agree.c. */
+int ng_reg_comm_agree_res(ncclComm_t comm, ng_stream* s, ng_devptr* buf, size_t* cap);
+void ng_reg_comm_set_agree_res(ncclComm_t comm, ng_stream s, ng_devptr buf, size_t cap);
+/* Destroyed/aborted: the entry becomes a tombstone and its windows are forgotten. */
+void ng_reg_comm_tombstone(ncclComm_t comm, int state);
+
+void ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, int flags, int seq);
+/* Removes; returns 1 and fills seq/buff/size if known. */
+int ng_reg_win_del(ncclWindow_t win, int* seq, void** buff, size_t* size);
+void ng_reg_buf_add(void* handle, ncclComm_t comm, void* buff, size_t size);
+int ng_reg_buf_del(void* handle);
+void ng_reg_reset_after_fork(void);
+long ng_reg_live_windows(void);
+
+uint64_t ng_fnv(uint64_t h, const void* data, size_t n);
+#define NG_FNV_INIT 0xcbf29ce484222325ULL
+
+/* ---- preflight (preflight.c) --------------------------------------------------------------- */
+enum ng_reason {
+  NG_R_OK = 0, NG_R_NULL_COMM, NG_R_NULL_WIN, NG_R_NULL_BUFF, NG_R_ZERO_SIZE, NG_R_COMM_DESTROYED,
+  NG_R_NOT_READY, NG_R_NOT_DEVICE, NG_R_WRONG_DEVICE, NG_R_NOT_VMM, NG_R_MISALIGNED,
+  NG_R_OUT_OF_RANGE, NG_R_CAPTURING, NG_R_HAS_DEVCOMM, NG_R_DEGRADED_WINDOWS, NG_R_NCCL_ERROR,
+  NG_R_NULL_WINDOW, NG_R_TIMEOUT, NG_R_NO_SYMBOL, NG_NREASONS
+};
+const char* ng_reason_name(int r);
+/* What to tell the user about a reason, one sentence with the fix. */
+const char* ng_reason_advice(int r);
+/* Local checks of buff[0..size) for a window on CUDA device `dev`. */
+int ng_preflight(const void* buff, size_t size, int dev);
+
+/* ---- agreement (agree.c) ------------------------------------------------------------------- */
+/* Wait until a nonblocking communicator is ready. ncclSuccess, its error, or ncclSystemError on timeout. */
+ncclResult_t ng_wait_ready(ncclComm_t comm, int dev);
+/* One all-reduce (max) per entry over comms[i] of votes[i][0..NG_NVOTE), in one NCCL group; the
+ * reduced votes come back in place. Returns ncclSuccess or the error (timeout: ncclSystemError). */
+#define NG_NVOTE 24
+struct ng_vote {
+  ncclComm_t comm;
+  int dev;
+  int32_t v[NG_NVOTE];
+};
+ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what);
+/* vote layout */
+#define NG_VOTE_FIRST_BAD (NG_NREASONS) /* nranks - lowest rank with a problem */
+#define NG_VOTE_FAILED (NG_NREASONS + 1) /* outcome round: some rank failed to register */
+
+/* ---- policy (policy.c) ---------------------------------------------------------------------- */
+struct ng_regreq {
+  ncclComm_t comm;
+  void* buff;
+  size_t size;
+  ncclWindow_t* win;
+  int flags;
+  /* filled by the policy */
+  struct ng_commview cv;
+  int seq;
+  int local_reason;
+  int agreed_reason;
+  int first_bad_rank;
+  int decision;
+  ncclResult_t result;
+  double t0;
+};
+enum ng_decision { NG_D_PASS, NG_D_INTERNAL, NG_D_REGISTER, NG_D_RETRY, NG_D_DEGRADE, NG_D_ERROR,
+                   NG_D_NOOP, NG_D_DEFERRED };
+const char* ng_decision_name(int d);
+/* Handle n window registrations (n == 1 outside a group; the queue of a group at its end). */
+ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n);
+/* Argument checks shared by the immediate and deferred paths: NG_R_OK or the reason. */
+int ng_check_reg_args(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                      struct ng_commview* cv);
+/* Log one registration request with its outcome. */
+void ng_log_reg(const struct ng_regreq* r, int level, const char* msg);
+
+/* Log one lifecycle call (comm may be NULL). */
+void ng_log_call(int level, const char* fn, ncclComm_t comm, ncclResult_t res, double t0,
+                 const char* decision, const char* reason, const char* msg);
+
+/* Every wrapper starts here: 1 when the call must go straight to NCCL (NCCLGUARD_DISABLE, or
+ * NCCL calling its own public symbol from inside a call we made), else counts the call. */
+static inline int ng_bypass(void) {
+  ng_init();
+  if (ng_cfg.disable || ng_tls.in_nccl) return 1;
+  ng_stat_add(NG_ST_CALLS, 1);
+  return 0;
+}
+
+#endif

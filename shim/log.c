@@ -1,0 +1,296 @@
+/* Log lines in NCCL's style (host:pid:tid [dev] NCCLGUARD LEVEL ...) or JSON lines; one write(2)
+ * per line so threads never interleave; the file is opened at the first line (a process that never
+ * logs creates nothing), without following a symbolic link, mode 0644. Also the exit summary. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "guard.h"
+
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static int log_fd = -1; /* -1: not opened yet */
+static int log_rank = -1;
+static char host[64];
+
+static atomic_long stats[NG_NSTATS];
+
+void ng_stat_add(enum ng_stat s, long n) { atomic_fetch_add(&stats[s], n); }
+void ng_stats_reset(void) {
+  for (int i = 0; i < NG_NSTATS; i++) atomic_store(&stats[i], 0);
+}
+
+double ng_now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+int ng_log_on(int level) { return level <= ng_cfg.log_level && ng_cfg.log_level != NG_LOG_OFF; }
+
+void ng_log_set_rank(int rank) {
+  if (log_rank < 0) log_rank = rank;
+}
+
+/* The rank of this process for %r: launcher variables first, then the first communicator. */
+static int env_rank(void) {
+  static const char* vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID",
+                               "MV2_COMM_WORLD_RANK"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char* v = secure_getenv(vars[i]);
+    if (v && *v) {
+      char* end;
+      long r = strtol(v, &end, 10);
+      if (!*end && r >= 0 && r < (1L << 30)) return (int)r;
+    }
+  }
+  return log_rank;
+}
+
+static const char* hostname(void) {
+  if (!host[0]) {
+    if (gethostname(host, sizeof host - 1)) strcpy(host, "unknown");
+    char* dot = strchr(host, '.');
+    if (dot) *dot = 0;
+  }
+  return host;
+}
+
+/* Expand %h %p %r %% in pattern; 0 on success. */
+int ng_expand_path(const char* pat, char* out, size_t cap) {
+  size_t o = 0;
+  for (const char* p = pat; *p; p++) {
+    char tmp[80];
+    const char* add = tmp;
+    if (*p == '%' && p[1]) {
+      p++;
+      switch (*p) {
+        case 'h': add = hostname(); break;
+        case 'p': snprintf(tmp, sizeof tmp, "%d", (int)getpid()); break;
+        case 'r': {
+          int r = env_rank();
+          if (r >= 0) snprintf(tmp, sizeof tmp, "%d", r);
+          else snprintf(tmp, sizeof tmp, "p%d", (int)getpid());
+          break;
+        }
+        case '%': add = "%"; break;
+        default: tmp[0] = '%'; tmp[1] = *p; tmp[2] = 0; break;
+      }
+    } else {
+      tmp[0] = *p;
+      tmp[1] = 0;
+    }
+    size_t n = strlen(add);
+    if (o + n + 1 > cap) return -1;
+    memcpy(out + o, add, n);
+    o += n;
+  }
+  out[o] = 0;
+  return 0;
+}
+
+static void write_all(int fd, const char* s, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+static int get_fd(void) {
+  int fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
+  if (fd >= 0) return fd;
+  pthread_mutex_lock(&open_lock);
+  if (log_fd < 0) {
+    fd = 2;
+    if (ng_cfg.log_file[0]) {
+      char path[PATH_MAX];
+      int opened = -1;
+      if (ng_expand_path(ng_cfg.log_file, path, sizeof path) == 0)
+        opened = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0644);
+      if (opened >= 0) {
+        fd = opened;
+      } else {
+        char msg[PATH_MAX + 200];
+        int n = snprintf(msg, sizeof msg,
+                         "%s:%d:%ld [-1] NCCLGUARD WARN fn=log msg=\"cannot open NCCLGUARD_LOG_FILE %s: %s "
+                         "(a symbolic link is refused); logging to stderr\"\n",
+                         hostname(), (int)getpid(), (long)syscall(SYS_gettid), ng_cfg.log_file,
+                         strerror(errno));
+        if (n > 0) write_all(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+      }
+    }
+    __atomic_store_n(&log_fd, fd, __ATOMIC_RELEASE);
+  }
+  fd = log_fd;
+  pthread_mutex_unlock(&open_lock);
+  return fd;
+}
+
+void ng_log_after_fork(void) {
+  pthread_mutex_init(&open_lock, NULL);
+  /* A path with %p names a file per process: the child opens its own at its first line. */
+  if (log_fd > 2 && strstr(ng_cfg.log_file, "%p")) {
+    close(log_fd);
+    log_fd = -1;
+  }
+}
+
+static void put(struct ng_line* l, const char* s, size_t n) {
+  if (l->len + n + 2 >= sizeof l->buf) { /* keep room for the newline and '}' */
+    l->dropped = 1;
+    return;
+  }
+  memcpy(l->buf + l->len, s, n);
+  l->len += (int)n;
+}
+static void puts_(struct ng_line* l, const char* s) { put(l, s, strlen(s)); }
+
+static void put_escaped(struct ng_line* l, const char* s, int json) {
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    char e[8];
+    if (c == '"' || c == '\\') { e[0] = '\\'; e[1] = (char)c; put(l, e, 2); }
+    else if (c == '\n') put(l, "\\n", 2);
+    else if (c < 0x20) { snprintf(e, sizeof e, json ? "\\u%04x" : "\\x%02x", c); puts_(l, e); }
+    else put(l, (const char*)&c, 1);
+  }
+}
+
+static const char* level_name(int level) {
+  switch (level) {
+    case NG_LOG_WARN: return "WARN";
+    case NG_LOG_INFO: return "INFO";
+    default: return "TRACE";
+  }
+}
+
+void ng_line_begin(struct ng_line* l, int level, int dev) {
+  l->len = 0;
+  l->level = level;
+  l->json = ng_cfg.log_json;
+  l->dropped = 0;
+  char pre[200];
+  if (l->json) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(pre, sizeof pre, "{\"ts\":%lld.%06ld,\"host\":\"", (long long)ts.tv_sec, ts.tv_nsec / 1000);
+    puts_(l, pre);
+    put_escaped(l, hostname(), 1);
+    snprintf(pre, sizeof pre, "\",\"pid\":%d,\"tid\":%ld,\"dev\":%d,\"level\":\"%s\"", (int)getpid(),
+             (long)syscall(SYS_gettid), dev, level_name(level));
+  } else {
+    snprintf(pre, sizeof pre, "%s:%d:%ld [%d] NCCLGUARD %s", hostname(), (int)getpid(),
+             (long)syscall(SYS_gettid), dev, level_name(level));
+  }
+  puts_(l, pre);
+}
+
+static void key(struct ng_line* l, const char* k) {
+  if (l->json) { puts_(l, ",\""); puts_(l, k); puts_(l, "\":"); }
+  else { puts_(l, " "); puts_(l, k); puts_(l, "="); }
+}
+
+void ng_kv_str(struct ng_line* l, const char* k, const char* v) {
+  key(l, k);
+  if (!v) v = "";
+  int quote = l->json || strpbrk(v, " \t\"=") || !*v;
+  if (quote) puts_(l, "\"");
+  put_escaped(l, v, l->json);
+  if (quote) puts_(l, "\"");
+}
+
+void ng_kv_int(struct ng_line* l, const char* k, long long v) {
+  char s[32];
+  snprintf(s, sizeof s, "%lld", v);
+  key(l, k);
+  puts_(l, s);
+}
+
+void ng_kv_u64hex(struct ng_line* l, const char* k, uint64_t v) {
+  char s[24];
+  snprintf(s, sizeof s, "%016llx", (unsigned long long)v);
+  ng_kv_str(l, k, s);
+}
+
+void ng_kv_ptr(struct ng_line* l, const char* k, const void* p) {
+  char s[24];
+  snprintf(s, sizeof s, "%p", p);
+  if (!p) strcpy(s, "0x0");
+  ng_kv_str(l, k, s);
+}
+
+void ng_kv_dbl(struct ng_line* l, const char* k, double v) {
+  char s[40];
+  snprintf(s, sizeof s, "%.1f", v);
+  key(l, k);
+  puts_(l, s);
+}
+
+void ng_line_end(struct ng_line* l, const char* fmt, ...) {
+  if (!ng_log_on(l->level)) return;
+  if (fmt) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    key(l, "msg");
+    puts_(l, "\"");
+    put_escaped(l, msg, l->json);
+    puts_(l, "\"");
+  }
+  /* put() always leaves room for these two bytes */
+  if (l->json) l->buf[l->len++] = '}';
+  l->buf[l->len++] = '\n';
+  write_all(get_fd(), l->buf, (size_t)l->len);
+}
+
+void ng_log_msg(int level, int dev, const char* fn, const char* fmt, ...) {
+  if (!ng_log_on(level)) return;
+  struct ng_line l;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  ng_line_begin(&l, level, dev);
+  ng_kv_str(&l, "fn", fn);
+  ng_line_end(&l, "%s", msg);
+}
+
+/* One line per process at exit: always with NCCLGUARD_STATS=1 or at info level; at warn level
+ * only when something went wrong. Nothing at all in a process that never called NCCL. */
+__attribute__((destructor)) static void ng_summary(void) {
+  long calls = atomic_load(&stats[NG_ST_CALLS]);
+  if (calls == 0) return;
+  int trouble = atomic_load(&stats[NG_ST_DEGRADED]) || atomic_load(&stats[NG_ST_ERRORS]);
+  if (!(ng_cfg.stats || ng_cfg.log_level >= NG_LOG_INFO || (trouble && ng_cfg.log_level >= NG_LOG_WARN)))
+    return;
+  int saved = ng_cfg.log_level;
+  if (ng_cfg.stats && ng_cfg.log_level < NG_LOG_WARN) ng_cfg.log_level = NG_LOG_WARN;
+  struct ng_line l;
+  ng_line_begin(&l, trouble ? NG_LOG_WARN : (ng_cfg.stats ? NG_LOG_WARN : NG_LOG_INFO), -1);
+  ng_kv_str(&l, "fn", "summary");
+  ng_kv_int(&l, "calls", calls);
+  ng_kv_int(&l, "comms", atomic_load(&stats[NG_ST_COMMS]));
+  ng_kv_int(&l, "registered", atomic_load(&stats[NG_ST_REGISTERED]));
+  ng_kv_int(&l, "degraded", atomic_load(&stats[NG_ST_DEGRADED]));
+  ng_kv_int(&l, "retried", atomic_load(&stats[NG_ST_RETRIED]));
+  ng_kv_int(&l, "errors", atomic_load(&stats[NG_ST_ERRORS]));
+  ng_kv_int(&l, "noops", atomic_load(&stats[NG_ST_NOOPS]));
+  ng_kv_int(&l, "agreements", atomic_load(&stats[NG_ST_AGREE]));
+  ng_kv_int(&l, "windows_live", ng_reg_live_windows());
+  ng_line_end(&l, "ncclguard summary for this process");
+  ng_cfg.log_level = saved;
+}

@@ -1,0 +1,164 @@
+/* Finding the real NCCL. Each function is looked up once, as `pncclX` first (NCCL's strong
+ * symbol, so NCCL's own calls through its public `ncclX` never loop back), then `ncclX`, in:
+ *   1. NCCLGUARD_NCCL_LIB, when set (loaded RTLD_LOCAL if not loaded yet);
+ *   2. dlsym(RTLD_NEXT): the global scope after us (programs linked against libnccl);
+ *   3. a libnccl already loaded RTLD_LOCAL (PyTorch, FACTS 2): dlopen("libnccl.so.2", RTLD_NOLOAD),
+ *      then every loaded object whose name starts with "libnccl" (dl_iterate_phdr).
+ * A symbol that resolves into this library itself is refused. Nothing here ever exits. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "guard.h"
+
+static const char* const names[NG_NREAL] = {
+#define NG_NAME(f) #f,
+    NG_REAL_FUNCS(NG_NAME)
+#undef NG_NAME
+};
+
+static void* cache[NG_NREAL];
+static int missing_logged[NG_NREAL];
+static void* lib_handle;      /* the libnccl found by steps 1 or 3 */
+static char lib_path[PATH_MAX];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int is_ours(void* sym) {
+  Dl_info a, b;
+  if (!dladdr(sym, &a) || !dladdr((void*)&ng_real, &b)) return 0;
+  return a.dli_fbase == b.dli_fbase;
+}
+
+static void note_path(void* sym, const char* how) {
+  Dl_info info;
+  if (lib_path[0] || !dladdr(sym, &info) || !info.dli_fname) return;
+  snprintf(lib_path, sizeof lib_path, "%s", info.dli_fname);
+  ng_log_msg(NG_LOG_INFO, -1, "resolve", "real NCCL functions come from %s (found via %s)", lib_path, how);
+}
+
+static void* lookup(void* handle, const char* name) {
+  char pname[128];
+  snprintf(pname, sizeof pname, "p%s", name);
+  void* s = dlsym(handle, pname);
+  if (s && !is_ours(s)) return s;
+  s = dlsym(handle, name);
+  if (s && !is_ours(s)) return s;
+  return NULL;
+}
+
+/* Loaded objects named libnccl*.so*: paths collected first, dlopen'ed after the walk (never
+ * inside dl_iterate_phdr, which holds the loader's lock). */
+struct walk { char paths[8][PATH_MAX]; int n; };
+static int walk_cb(struct dl_phdr_info* info, size_t size, void* data) {
+  (void)size;
+  struct walk* w = data;
+  const char* path = info->dlpi_name;
+  if (!path || !*path || w->n >= 8) return 0;
+  const char* base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  if (strncmp(base, "libnccl", 7) != 0 || !strstr(base, ".so")) return 0;
+  snprintf(w->paths[w->n++], PATH_MAX, "%s", path);
+  return 0;
+}
+
+static void* walk_loaded(void) {
+  static struct walk w; /* large: not on the caller's stack; used under `lock` */
+  w.n = 0;
+  dl_iterate_phdr(walk_cb, &w);
+  for (int i = 0; i < w.n; i++) {
+    void* h = dlopen(w.paths[i], RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) continue;
+    if (dlsym(h, "pncclGetVersion") || dlsym(h, "ncclGetVersion")) return h;
+    dlclose(h);
+  }
+  return NULL;
+}
+
+/* Steps 1 and 3: a handle on a libnccl, remembered once found. Called with `lock` held. */
+static void* find_lib(const char** how) {
+  if (lib_handle) { *how = "loaded libnccl"; return lib_handle; }
+  if (ng_cfg.nccl_lib[0]) {
+    lib_handle = dlopen(ng_cfg.nccl_lib, RTLD_NOW | RTLD_LOCAL);
+    if (!lib_handle) {
+      ng_log_msg(NG_LOG_WARN, -1, "resolve", "NCCLGUARD_NCCL_LIB=%s cannot be loaded: %s", ng_cfg.nccl_lib,
+                 dlerror());
+    } else {
+      *how = "NCCLGUARD_NCCL_LIB";
+      return lib_handle;
+    }
+  }
+  static const char* sonames[] = {"libnccl.so.2", "libnccl.so"};
+  for (int i = 0; i < 2 && !lib_handle; i++) lib_handle = dlopen(sonames[i], RTLD_LAZY | RTLD_NOLOAD);
+  if (!lib_handle) lib_handle = walk_loaded();
+  *how = "loaded libnccl (RTLD_NOLOAD)";
+  return lib_handle;
+}
+
+void* ng_real(enum ng_real_id id) {
+  void* f = __atomic_load_n(&cache[id], __ATOMIC_ACQUIRE);
+  if (f) return f;
+  pthread_mutex_lock(&lock);
+  const char* how = "RTLD_NEXT";
+  if (!cache[id]) {
+    if (ng_cfg.nccl_lib[0]) {
+      void* h = find_lib(&how);
+      f = h ? lookup(h, names[id]) : NULL;
+    } else {
+      f = lookup(RTLD_NEXT, names[id]);
+      if (!f) {
+        void* h = find_lib(&how);
+        f = h ? lookup(h, names[id]) : NULL;
+      }
+    }
+    if (f) {
+      note_path(f, how);
+      __atomic_store_n(&cache[id], f, __ATOMIC_RELEASE);
+    }
+  }
+  f = cache[id];
+  pthread_mutex_unlock(&lock);
+  return f;
+}
+
+ncclResult_t ng_missing(enum ng_real_id id) {
+  if (!__atomic_exchange_n(&missing_logged[id], 1, __ATOMIC_RELAXED))
+    ng_log_msg(NG_LOG_WARN, -1, names[id],
+               "cannot find the real %s in this process (libnccl not loaded, or a NCCL version without it); "
+               "returning ncclInvalidUsage. Fix: load libnccl before calling it, or set "
+               "NCCLGUARD_NCCL_LIB=/path/to/libnccl.so.2",
+               names[id]);
+  ng_stat_add(NG_ST_ERRORS, 1);
+  return ncclInvalidUsage;
+}
+
+const char* ng_nccl_path(void) { return lib_path; }
+
+int ng_nccl_version(void) {
+  static int version = -1;
+  int v = __atomic_load_n(&version, __ATOMIC_RELAXED);
+  if (v >= 0) return v;
+  int got = 0;
+  ncclResult_t r;
+  NG_CALL(r, ncclGetVersion, &got);
+  v = r == ncclSuccess ? got : 0;
+  if (r == ncclSuccess) __atomic_store_n(&version, v, __ATOMIC_RELAXED);
+  return v;
+}
+
+const char* ng_result_name(ncclResult_t r) {
+  static const char* n[] = {"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+                            "ncclInvalidArgument", "ncclInvalidUsage", "ncclRemoteError", "ncclInProgress"};
+  return (unsigned)r < sizeof n / sizeof n[0] ? n[r] : "ncclUnknownResult";
+}
+
+const char* ng_last_error(ncclComm_t comm) {
+  __typeof__(&ncclGetLastError) f = (__typeof__(&ncclGetLastError))ng_real(NG_ID_ncclGetLastError);
+  if (!f) return "";
+  ng_tls.in_nccl++;
+  const char* s = f(comm);
+  ng_tls.in_nccl--;
+  return s ? s : "";
+}

@@ -1,0 +1,269 @@
+/* The registry: communicators, windows and buffer registrations, in uthash tables behind one
+ * mutex. Callers get copies (struct ng_commview); the lock is never held across a call into
+ * NCCL or CUDA. Destroyed communicators stay as tombstones (bounded) so that PyTorch's
+ * deregistration after ncclCommDestroy (FACTS 2) is recognised. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uthash.h>
+
+#include "guard.h"
+
+struct comm_ent {
+  ncclComm_t comm;
+  struct ng_commview v;
+  int next[NG_NNEXT];
+  ng_stream agree_stream;
+  ng_devptr agree_buf;
+  size_t agree_cap;
+  UT_hash_handle hh;
+};
+
+struct win_ent {
+  ncclWindow_t win;
+  ncclComm_t comm;
+  void* buff;
+  size_t size;
+  int flags;
+  int seq;
+  UT_hash_handle hh;
+};
+
+struct buf_ent {
+  void* handle;
+  ncclComm_t comm;
+  void* buff;
+  size_t size;
+  UT_hash_handle hh;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct comm_ent* comms;
+static struct win_ent* wins;
+static struct buf_ent* bufs;
+static long live_windows;
+
+/* Tombstones: a ring of the most recent destroyed communicators; older ones are forgotten. */
+#define NG_TOMBSTONES 4096
+static ncclComm_t tomb_ring[NG_TOMBSTONES];
+static unsigned tomb_next;
+
+uint64_t ng_fnv(uint64_t h, const void* data, size_t n) {
+  const unsigned char* p = data;
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+const char* ng_state_name(int s) {
+  static const char* n[] = {"initializing", "ready", "finalized", "destroyed", "revoked", "aborted"};
+  return (unsigned)s < sizeof n / sizeof n[0] ? n[s] : "unknown";
+}
+
+static struct comm_ent* find(ncclComm_t comm) {
+  struct comm_ent* e = NULL;
+  HASH_FIND_PTR(comms, &comm, e);
+  return e;
+}
+
+void ng_reg_comm_add(ncclComm_t comm, uint64_t cid, uint64_t parent_cid, int rank, int nranks, int dev,
+                     int blocking, int state) {
+  struct comm_ent* fresh = calloc(1, sizeof *fresh);
+  if (!fresh) return;
+  pthread_mutex_lock(&lock);
+  struct comm_ent* old = find(comm);
+  if (old) { /* a tombstone, or NCCL reused the address */
+    HASH_DEL(comms, old);
+    free(old);
+  }
+  fresh->comm = comm;
+  fresh->v = (struct ng_commview){.known = 1, .comm = comm, .cid = cid, .parent_cid = parent_cid, .rank = rank,
+                                  .nranks = nranks, .dev = dev, .blocking = blocking, .state = state};
+  HASH_ADD_PTR(comms, comm, fresh);
+  pthread_mutex_unlock(&lock);
+}
+
+int ng_reg_comm_get(ncclComm_t comm, struct ng_commview* v) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  if (e) *v = e->v;
+  else memset(v, 0, sizeof *v), v->comm = comm, v->dev = -1, v->rank = -1;
+  pthread_mutex_unlock(&lock);
+  return e != NULL;
+}
+
+void ng_reg_comm_set_state(ncclComm_t comm, int state) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  if (e) e->v.state = state;
+  pthread_mutex_unlock(&lock);
+}
+
+void ng_reg_comm_set_info(ncclComm_t comm, int rank, int nranks, int dev) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  if (e) {
+    if (rank >= 0) e->v.rank = rank;
+    if (nranks > 0) e->v.nranks = nranks;
+    if (dev >= 0) e->v.dev = dev;
+  }
+  pthread_mutex_unlock(&lock);
+}
+
+int ng_reg_comm_next(ncclComm_t comm, int which) {
+  int n = 0;
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  if (e) n = e->next[which]++;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
+void ng_reg_comm_mark(ncclComm_t comm, int warmed, int has_devcomm, int add_degraded) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  if (e) {
+    if (warmed) e->v.warmed = 1;
+    if (has_devcomm) e->v.has_devcomm = 1;
+    e->v.ndegraded += add_degraded;
+  }
+  pthread_mutex_unlock(&lock);
+}
+
+int ng_reg_comm_agree_res(ncclComm_t comm, ng_stream* s, ng_devptr* buf, size_t* cap) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  int ok = e && e->agree_cap;
+  if (ok) *s = e->agree_stream, *buf = e->agree_buf, *cap = e->agree_cap;
+  pthread_mutex_unlock(&lock);
+  return ok;
+}
+
+void ng_reg_comm_set_agree_res(ncclComm_t comm, ng_stream s, ng_devptr buf, size_t cap) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  if (e) e->agree_stream = s, e->agree_buf = buf, e->agree_cap = cap;
+  pthread_mutex_unlock(&lock);
+}
+
+void ng_reg_comm_tombstone(ncclComm_t comm, int state) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  if (e) {
+    /* The stream and scratch of the agreement lived in NCCL's context: the application's
+     * context outlives the communicator, so they are simply left (a few bytes per comm). */
+    e->v.state = state;
+    e->v.nwindows = 0;
+    e->agree_cap = 0;
+    ncclComm_t evict = tomb_ring[tomb_next % NG_TOMBSTONES];
+    tomb_ring[tomb_next++ % NG_TOMBSTONES] = comm;
+    struct comm_ent* old = evict && evict != comm ? find(evict) : NULL;
+    if (old && (old->v.state == NG_COMM_DESTROYED || old->v.state == NG_COMM_ABORTED)) {
+      HASH_DEL(comms, old);
+      free(old);
+    }
+  }
+  struct win_ent *w, *tmp;
+  HASH_ITER(hh, wins, w, tmp) {
+    if (w->comm == comm) {
+      HASH_DEL(wins, w);
+      free(w);
+      live_windows--;
+    }
+  }
+  struct buf_ent *b, *btmp;
+  HASH_ITER(hh, bufs, b, btmp) {
+    if (b->comm == comm) {
+      HASH_DEL(bufs, b);
+      free(b);
+    }
+  }
+  pthread_mutex_unlock(&lock);
+}
+
+void ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, int flags, int seq) {
+  struct win_ent* w = calloc(1, sizeof *w);
+  if (!w) return;
+  *w = (struct win_ent){.win = win, .comm = comm, .buff = buff, .size = size, .flags = flags, .seq = seq};
+  pthread_mutex_lock(&lock);
+  struct win_ent* old = NULL;
+  HASH_FIND_PTR(wins, &win, old);
+  if (old) {
+    HASH_DEL(wins, old);
+    free(old);
+    live_windows--;
+  }
+  HASH_ADD_PTR(wins, win, w);
+  live_windows++;
+  struct comm_ent* e = find(comm);
+  if (e) e->v.nwindows++;
+  pthread_mutex_unlock(&lock);
+}
+
+int ng_reg_win_del(ncclWindow_t win, int* seq, void** buff, size_t* size) {
+  pthread_mutex_lock(&lock);
+  struct win_ent* w = NULL;
+  HASH_FIND_PTR(wins, &win, w);
+  if (w) {
+    *seq = w->seq, *buff = w->buff, *size = w->size;
+    struct comm_ent* e = find(w->comm);
+    if (e && e->v.nwindows > 0) e->v.nwindows--;
+    HASH_DEL(wins, w);
+    free(w);
+    live_windows--;
+  }
+  pthread_mutex_unlock(&lock);
+  return w != NULL;
+}
+
+void ng_reg_buf_add(void* handle, ncclComm_t comm, void* buff, size_t size) {
+  struct buf_ent* b = calloc(1, sizeof *b);
+  if (!b) return;
+  *b = (struct buf_ent){.handle = handle, .comm = comm, .buff = buff, .size = size};
+  pthread_mutex_lock(&lock);
+  struct buf_ent* old = NULL;
+  HASH_FIND_PTR(bufs, &handle, old);
+  if (old) {
+    HASH_DEL(bufs, old);
+    free(old);
+  }
+  HASH_ADD_PTR(bufs, handle, b);
+  pthread_mutex_unlock(&lock);
+}
+
+int ng_reg_buf_del(void* handle) {
+  pthread_mutex_lock(&lock);
+  struct buf_ent* b = NULL;
+  HASH_FIND_PTR(bufs, &handle, b);
+  if (b) {
+    HASH_DEL(bufs, b);
+    free(b);
+  }
+  pthread_mutex_unlock(&lock);
+  return b != NULL;
+}
+
+long ng_reg_live_windows(void) {
+  pthread_mutex_lock(&lock);
+  long n = live_windows;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
+/* In a forked child: the lock may have been held by a thread that does not exist there, and the
+ * parent's communicators cannot be used by the child (NCCL does not support it): start empty. */
+void ng_reg_reset_after_fork(void) {
+  pthread_mutex_init(&lock, NULL);
+  struct comm_ent *e, *etmp;
+  HASH_ITER(hh, comms, e, etmp) { HASH_DEL(comms, e); free(e); }
+  struct win_ent *w, *wtmp;
+  HASH_ITER(hh, wins, w, wtmp) { HASH_DEL(wins, w); free(w); }
+  struct buf_ent *b, *btmp;
+  HASH_ITER(hh, bufs, b, btmp) { HASH_DEL(bufs, b); free(b); }
+  live_windows = 0;
+  memset(tomb_ring, 0, sizeof tomb_ring);
+  tomb_next = 0;
+}

@@ -1,0 +1,289 @@
+/* Wrappers of communicator creation and destruction: they record each communicator (rank, size,
+ * device, blocking, state, parent, cid) so the registration policy knows it, and refuse calls on
+ * communicators that were already destroyed (NCCL would touch freed memory). */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "guard.h"
+
+void ng_log_call(int level, const char* fn, ncclComm_t comm, ncclResult_t res, double t0, const char* decision,
+                 const char* reason, const char* msg) {
+  if (!ng_log_on(level)) return;
+  struct ng_commview cv;
+  ng_reg_comm_get(comm, &cv);
+  struct ng_line l;
+  ng_line_begin(&l, level, cv.dev);
+  ng_kv_str(&l, "fn", fn);
+  ng_kv_ptr(&l, "comm", comm);
+  if (cv.known) {
+    ng_kv_u64hex(&l, "cid", cv.cid);
+    ng_kv_int(&l, "rank", cv.rank);
+    ng_kv_int(&l, "nranks", cv.nranks);
+  }
+  ng_kv_str(&l, "result", ng_result_name(res));
+  ng_kv_dbl(&l, "us", ng_now_us() - t0);
+  ng_kv_str(&l, "decision", decision);
+  ng_kv_str(&l, "reason", reason);
+  ng_line_end(&l, "%s", msg ? msg : "");
+}
+
+static int is_gone(const struct ng_commview* cv) {
+  return cv->known && (cv->state == NG_COMM_DESTROYED || cv->state == NG_COMM_ABORTED);
+}
+
+/* Record a new communicator after a creation call returned `res`. */
+static void created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0, uint64_t cid, uint64_t parent,
+                    int rank, int nranks, int blocking_hint) {
+  if (!comm || (res != ncclSuccess && res != ncclInProgress)) return;
+  int state = res == ncclInProgress ? NG_COMM_INITIALIZING : NG_COMM_READY;
+  int blocking = blocking_hint && res != ncclInProgress;
+  int dev = -1;
+  if (state == NG_COMM_READY) {
+    ncclResult_t e;
+    NG_CALL(e, ncclCommCuDevice, comm, &dev);
+    if (rank < 0) NG_CALL(e, ncclCommUserRank, comm, &rank);
+    if (nranks <= 0) NG_CALL(e, ncclCommCount, comm, &nranks);
+    (void)e;
+  }
+  ng_reg_comm_add(comm, cid, parent, rank, nranks, dev, blocking, state);
+  ng_stat_add(NG_ST_COMMS, 1);
+  if (rank >= 0) ng_log_set_rank(rank);
+  if (!ng_log_on(NG_LOG_INFO)) return;
+  struct ng_line l;
+  ng_line_begin(&l, NG_LOG_INFO, dev);
+  ng_kv_str(&l, "fn", fn);
+  ng_kv_ptr(&l, "comm", comm);
+  ng_kv_u64hex(&l, "cid", cid);
+  ng_kv_int(&l, "rank", rank);
+  ng_kv_int(&l, "nranks", nranks);
+  if (parent) ng_kv_u64hex(&l, "parent", parent);
+  ng_kv_int(&l, "blocking", blocking);
+  ng_kv_str(&l, "state", ng_state_name(state));
+  ng_kv_str(&l, "result", ng_result_name(res));
+  ng_kv_dbl(&l, "us", ng_now_us() - t0);
+  ng_kv_str(&l, "decision", "pass");
+  ng_kv_str(&l, "reason", "ok");
+  ng_line_end(&l, NULL);
+}
+
+static int cfg_blocking(const ncclConfig_t* config) {
+  return !(config && config->blocking == 0);
+}
+
+static void failed(const char* fn, ncclComm_t comm, ncclResult_t res, double t0) {
+  if (res == ncclSuccess || res == ncclInProgress) return;
+  ng_stat_add(NG_ST_ERRORS, 1);
+  ng_log_call(NG_LOG_WARN, fn, comm, res, t0, "pass", "nccl_error", ng_last_error(NULL));
+}
+
+static uint64_t id_cid(const ncclUniqueId* ids, int n) {
+  return ids && n > 0 ? ng_fnv(NG_FNV_INIT, ids, sizeof *ids * (size_t)n) : 0;
+}
+
+NG_API ncclResult_t ncclCommInitRank(ncclComm_t* newcomm, int nranks, ncclUniqueId commId, int rank) {
+  ncclResult_t res;
+  if (ng_bypass()) {
+    NG_CALL(res, ncclCommInitRank, newcomm, nranks, commId, rank);
+    return res;
+  }
+  double t0 = ng_now_us();
+  NG_CALL(res, ncclCommInitRank, newcomm, nranks, commId, rank);
+  if (newcomm) created("ncclCommInitRank", *newcomm, res, t0, id_cid(&commId, 1), 0, rank, nranks, 1);
+  failed("ncclCommInitRank", NULL, res, t0);
+  return res;
+}
+
+NG_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                           ncclConfig_t* config) {
+  ncclResult_t res;
+  if (ng_bypass()) {
+    NG_CALL(res, ncclCommInitRankConfig, comm, nranks, commId, rank, config);
+    return res;
+  }
+  double t0 = ng_now_us();
+  NG_CALL(res, ncclCommInitRankConfig, comm, nranks, commId, rank, config);
+  if (comm)
+    created("ncclCommInitRankConfig", *comm, res, t0, id_cid(&commId, 1), 0, rank, nranks, cfg_blocking(config));
+  failed("ncclCommInitRankConfig", NULL, res, t0);
+  return res;
+}
+
+NG_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                             ncclUniqueId* commIds, ncclConfig_t* config) {
+  ncclResult_t res;
+  if (ng_bypass()) {
+    NG_CALL(res, ncclCommInitRankScalable, newcomm, nranks, myrank, nId, commIds, config);
+    return res;
+  }
+  double t0 = ng_now_us();
+  NG_CALL(res, ncclCommInitRankScalable, newcomm, nranks, myrank, nId, commIds, config);
+  if (newcomm)
+    created("ncclCommInitRankScalable", *newcomm, res, t0, id_cid(commIds, nId), 0, myrank, nranks,
+            cfg_blocking(config));
+  failed("ncclCommInitRankScalable", NULL, res, t0);
+  return res;
+}
+
+NG_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  ncclResult_t res;
+  if (ng_bypass()) {
+    NG_CALL(res, ncclCommInitAll, comms, ndev, devlist);
+    return res;
+  }
+  static int calls;
+  double t0 = ng_now_us();
+  NG_CALL(res, ncclCommInitAll, comms, ndev, devlist);
+  if (comms && res == ncclSuccess) {
+    struct { pid_t pid; int n; } key = {getpid(), __atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED)};
+    uint64_t cid = ng_fnv(NG_FNV_INIT, &key, sizeof key);
+    for (int i = 0; i < ndev; i++) created("ncclCommInitAll", comms[i], res, t0, cid, 0, i, ndev, 1);
+  }
+  failed("ncclCommInitAll", NULL, res, t0);
+  return res;
+}
+
+/* A child communicator's cid: every rank of the parent derives the same one. */
+static uint64_t child_cid(ncclComm_t parent, int which, int color) {
+  struct ng_commview pv;
+  ng_reg_comm_get(parent, &pv);
+  struct { uint64_t parent; int which, n, color; } key = {pv.cid, which, ng_reg_comm_next(parent, which), color};
+  return ng_fnv(NG_FNV_INIT, &key, sizeof key);
+}
+
+NG_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  ncclResult_t res;
+  if (ng_bypass()) {
+    NG_CALL(res, ncclCommSplit, comm, color, key, newcomm, config);
+    return res;
+  }
+  double t0 = ng_now_us();
+  struct ng_commview pv;
+  ng_reg_comm_get(comm, &pv);
+  if (!comm || is_gone(&pv)) {
+    ng_stat_add(NG_ST_ERRORS, 1);
+    ng_log_call(NG_LOG_WARN, "ncclCommSplit", comm, ncclInvalidArgument, t0, "error",
+                comm ? "comm_destroyed" : "null_comm", comm ? ng_reason_advice(NG_R_COMM_DESTROYED)
+                                                            : ng_reason_advice(NG_R_NULL_COMM));
+    return ncclInvalidArgument;
+  }
+  uint64_t cid = child_cid(comm, NG_NEXT_SPLIT, color);
+  NG_CALL(res, ncclCommSplit, comm, color, key, newcomm, config);
+  if (newcomm)
+    created("ncclCommSplit", *newcomm, res, t0, cid, pv.cid, -1, 0, cfg_blocking(config) && pv.blocking);
+  failed("ncclCommSplit", comm, res, t0);
+  return res;
+}
+
+NG_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                   ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  ncclResult_t res;
+  if (ng_bypass()) {
+    NG_CALL(res, ncclCommShrink, comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+    return res;
+  }
+  double t0 = ng_now_us();
+  struct ng_commview pv;
+  ng_reg_comm_get(comm, &pv);
+  if (!comm || is_gone(&pv)) {
+    ng_stat_add(NG_ST_ERRORS, 1);
+    ng_log_call(NG_LOG_WARN, "ncclCommShrink", comm, ncclInvalidArgument, t0, "error",
+                comm ? "comm_destroyed" : "null_comm", "ncclCommShrink needs a live communicator");
+    return ncclInvalidArgument;
+  }
+  uint64_t cid = child_cid(comm, NG_NEXT_SHRINK, 0);
+  NG_CALL(res, ncclCommShrink, comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  if (newcomm)
+    created("ncclCommShrink", *newcomm, res, t0, cid, pv.cid, -1, 0, cfg_blocking(config) && pv.blocking);
+  failed("ncclCommShrink", comm, res, t0);
+  return res;
+}
+
+NG_API ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                                 ncclComm_t* newcomm, ncclConfig_t* config) {
+  ncclResult_t res;
+  if (ng_bypass()) {
+    NG_CALL(res, ncclCommGrow, comm, nRanks, uniqueId, rank, newcomm, config);
+    return res;
+  }
+  double t0 = ng_now_us();
+  struct ng_commview pv;
+  ng_reg_comm_get(comm, &pv);
+  if (comm && is_gone(&pv)) {
+    /* comm == NULL is valid here: it is how a new rank joins. */
+    ng_stat_add(NG_ST_ERRORS, 1);
+    ng_log_call(NG_LOG_WARN, "ncclCommGrow", comm, ncclInvalidArgument, t0, "error", "comm_destroyed",
+                ng_reason_advice(NG_R_COMM_DESTROYED));
+    return ncclInvalidArgument;
+  }
+  /* New ranks know only the id, existing ranks the parent: the cid follows the id when there is one. */
+  uint64_t cid = uniqueId ? id_cid(uniqueId, 1) : child_cid(comm, NG_NEXT_GROW, 0);
+  NG_CALL(res, ncclCommGrow, comm, nRanks, uniqueId, rank, newcomm, config);
+  if (newcomm) created("ncclCommGrow", *newcomm, res, t0, cid, pv.cid, -1, nRanks, cfg_blocking(config));
+  failed("ncclCommGrow", comm, res, t0);
+  return res;
+}
+
+/* Finalize, destroy, abort and revoke share one shape. */
+static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t comm, int flags, int new_state) {
+  double t0 = ng_now_us();
+  struct ng_commview cv;
+  ng_reg_comm_get(comm, &cv);
+  if (comm && is_gone(&cv)) {
+    ng_stat_add(NG_ST_ERRORS, 1);
+    ng_log_call(NG_LOG_WARN, fn, comm, ncclInvalidArgument, t0, "error", "comm_destroyed",
+                "the communicator was already destroyed or aborted; NCCL would use freed memory");
+    return ncclInvalidArgument;
+  }
+  ncclResult_t res;
+  switch (id) {
+    case NG_ID_ncclCommFinalize: NG_CALL(res, ncclCommFinalize, comm); break;
+    case NG_ID_ncclCommDestroy: NG_CALL(res, ncclCommDestroy, comm); break;
+    case NG_ID_ncclCommAbort: NG_CALL(res, ncclCommAbort, comm); break;
+    default: NG_CALL(res, ncclCommRevoke, comm, flags); break;
+  }
+  if (comm && (res == ncclSuccess || res == ncclInProgress)) {
+    if (new_state == NG_COMM_DESTROYED || new_state == NG_COMM_ABORTED) ng_reg_comm_tombstone(comm, new_state);
+    else ng_reg_comm_set_state(comm, new_state);
+  }
+  if (res != ncclSuccess && res != ncclInProgress) ng_stat_add(NG_ST_ERRORS, 1);
+  ng_log_call(res == ncclSuccess || res == ncclInProgress ? NG_LOG_INFO : NG_LOG_WARN, fn, comm, res, t0, "pass",
+              res == ncclSuccess || res == ncclInProgress ? "ok" : "nccl_error", NULL);
+  return res;
+}
+
+NG_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  ncclResult_t res;
+  if (ng_bypass()) {
+    NG_CALL(res, ncclCommFinalize, comm);
+    return res;
+  }
+  return end_of_life("ncclCommFinalize", NG_ID_ncclCommFinalize, comm, 0, NG_COMM_FINALIZED);
+}
+
+NG_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  ncclResult_t res;
+  if (ng_bypass()) {
+    NG_CALL(res, ncclCommDestroy, comm);
+    return res;
+  }
+  return end_of_life("ncclCommDestroy", NG_ID_ncclCommDestroy, comm, 0, NG_COMM_DESTROYED);
+}
+
+NG_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  ncclResult_t res;
+  if (ng_bypass()) {
+    NG_CALL(res, ncclCommAbort, comm);
+    return res;
+  }
+  return end_of_life("ncclCommAbort", NG_ID_ncclCommAbort, comm, 0, NG_COMM_ABORTED);
+}
+
+NG_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  ncclResult_t res;
+  if (ng_bypass()) {
+    NG_CALL(res, ncclCommRevoke, comm, revokeFlags);
+    return res;
+  }
+  return end_of_life("ncclCommRevoke", NG_ID_ncclCommRevoke, comm, revokeFlags, NG_COMM_REVOKED);
+}

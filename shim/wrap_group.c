@@ -1,0 +1,49 @@
+/* ncclGroupStart / ncclGroupEnd: the group depth of each thread, and window registrations queued
+ * inside a group, handled at the outermost ncclGroupEnd.
+ *
+ * Why: NCCL completes registrations issued inside a group only at ncclGroupEnd, and one thread may
+ * drive several GPUs there (nccl-tests -R 2). Nothing can be agreed inside the group (a collective
+ * issued there would only run at group end too), so ncclguard first lets the real ncclGroupEnd
+ * complete the application's own operations, then runs the queued registrations through the policy
+ * as one batch: one agreement group over all of them, one real group with those that go ahead.
+ * The caller's `win` pointers are written before ncclGroupEnd returns, as NCCL 2.28+ does. Errors
+ * come back from ncclGroupEnd, as NCCL's deferred errors do. These two wrappers cost one
+ * thread-local increment on the data path; collectives themselves are not wrapped. */
+#include <stdlib.h>
+
+#include "guard.h"
+
+__thread struct ng_tls ng_tls;
+
+NG_API ncclResult_t ncclGroupStart(void) {
+  ncclResult_t res;
+  ng_init();
+  if (ng_cfg.disable || ng_tls.in_nccl) {
+    NG_CALL(res, ncclGroupStart);
+    return res;
+  }
+  NG_CALL(res, ncclGroupStart);
+  if (res == ncclSuccess) ng_tls.group_depth++;
+  return res;
+}
+
+NG_API ncclResult_t ncclGroupEnd(void) {
+  ncclResult_t res;
+  ng_init();
+  if (ng_cfg.disable || ng_tls.in_nccl) {
+    NG_CALL(res, ncclGroupEnd);
+    return res;
+  }
+  NG_CALL(res, ncclGroupEnd);
+  if (ng_tls.group_depth > 0) ng_tls.group_depth--;
+  if (ng_tls.group_depth > 0 || ng_tls.npending == 0) return res;
+  /* Outermost group end with queued registrations. */
+  struct ng_regreq* reqs = ng_tls.pending;
+  int n = ng_tls.npending;
+  ng_tls.pending = NULL;
+  ng_tls.npending = ng_tls.cappending = 0;
+  ncclResult_t pres = ng_policy_register(reqs, n);
+  free(reqs);
+  if (res == ncclSuccess || res == ncclInProgress) return pres != ncclSuccess ? pres : res;
+  return res;
+}

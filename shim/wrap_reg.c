@@ -1,0 +1,218 @@
+/* Wrappers of window and buffer (de)registration and of ncclDevCommCreate. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "guard.h"
+
+/* Answer a registration without NCCL (bad arguments): log and return `res`. */
+static ncclResult_t refuse(struct ng_regreq* r, int reason, ncclResult_t res) {
+  r->local_reason = reason;
+  r->agreed_reason = reason;
+  r->first_bad_rank = -1;
+  r->decision = NG_D_ERROR;
+  r->result = res;
+  ng_stat_add(NG_ST_ERRORS, 1);
+  ng_log_reg(r, NG_LOG_WARN, ng_reason_advice(reason));
+  return res;
+}
+
+static int queue(struct ng_regreq* r) {
+  struct ng_tls* t = &ng_tls;
+  if (t->npending == t->cappending) {
+    int cap = t->cappending ? 2 * t->cappending : 8;
+    struct ng_regreq* p = realloc(t->pending, (size_t)cap * sizeof *p);
+    if (!p) return -1;
+    t->pending = p;
+    t->cappending = cap;
+  }
+  t->pending[t->npending++] = *r;
+  return 0;
+}
+
+NG_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                           int winFlags) {
+  ng_init();
+  ncclResult_t res;
+  if (ng_cfg.disable || ng_tls.in_nccl) {
+    double t0 = ng_now_us();
+    NG_CALL(res, ncclCommWindowRegister, comm, buff, size, win, winFlags);
+    if (!ng_cfg.disable) ng_log_call(NG_LOG_TRACE, "ncclCommWindowRegister", comm, res, t0, "internal", "ok", NULL);
+    return res;
+  }
+  ng_stat_add(NG_ST_CALLS, 1);
+  struct ng_regreq r = {.comm = comm, .buff = buff, .size = size, .win = win, .flags = winFlags,
+                        .t0 = ng_now_us(), .seq = -1};
+  int reason = ng_check_reg_args(comm, buff, size, win, &r.cv);
+  if (reason != NG_R_OK) return refuse(&r, reason, ncclInvalidArgument);
+  if (ng_tls.group_depth > 0) {
+    /* Inside ncclGroupStart/End: NCCL completes registrations at group end and nothing can be
+     * agreed inside the group, so the request waits for the outermost ncclGroupEnd. */
+    if (queue(&r)) return refuse(&r, NG_R_OK, ncclSystemError);
+    r.decision = NG_D_DEFERRED;
+    r.result = ncclSuccess;
+    ng_log_reg(&r, NG_LOG_TRACE, "queued until ncclGroupEnd");
+    return ncclSuccess;
+  }
+  return ng_policy_register(&r, 1);
+}
+
+NG_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  ng_init();
+  ncclResult_t res;
+  double t0 = ng_now_us();
+  if (ng_cfg.disable || ng_tls.in_nccl) {
+    NG_CALL(res, ncclCommWindowDeregister, comm, win);
+    if (!ng_cfg.disable) {
+      /* NCCL's own call (inside ncclCommDestroy): the window is gone from NCCL, forget it too. */
+      int seq;
+      void* b;
+      size_t s;
+      ng_reg_win_del(win, &seq, &b, &s);
+      ng_log_call(NG_LOG_TRACE, "ncclCommWindowDeregister", comm, res, t0, "internal", "ok", NULL);
+    }
+    return res;
+  }
+  ng_stat_add(NG_ST_CALLS, 1);
+  struct ng_commview cv;
+  if (!comm) {
+    ng_stat_add(NG_ST_ERRORS, 1);
+    ng_log_call(NG_LOG_WARN, "ncclCommWindowDeregister", comm, ncclInvalidArgument, t0, "error", "null_comm",
+                "ncclCommWindowDeregister with a NULL communicator");
+    return ncclInvalidArgument;
+  }
+  ng_reg_comm_get(comm, &cv);
+  if (cv.known && (cv.state == NG_COMM_DESTROYED || cv.state == NG_COMM_ABORTED)) {
+    /* PyTorch deregisters its signal pad after ncclCommDestroy (FACTS 2); NCCL already freed it. */
+    ng_stat_add(NG_ST_NOOPS, 1);
+    ng_log_call(NG_LOG_INFO, "ncclCommWindowDeregister", comm, ncclSuccess, t0, "noop", "comm_destroyed",
+                "deregistration after the communicator was destroyed: NCCL already released the window; "
+                "nothing to do");
+    return ncclSuccess;
+  }
+  if (!win) {
+    /* A degraded registration (or NCCL's own NULL window): nothing was registered. */
+    ng_stat_add(NG_ST_NOOPS, 1);
+    ng_log_call(NG_LOG_INFO, "ncclCommWindowDeregister", comm, ncclSuccess, t0, "noop", "null_window",
+                "NULL window (degraded or never registered): nothing to deregister");
+    return ncclSuccess;
+  }
+  NG_CALL(res, ncclCommWindowDeregister, comm, win);
+  int seq = -1;
+  void* buff = NULL;
+  size_t size = 0;
+  if (res == ncclSuccess) ng_reg_win_del(win, &seq, &buff, &size);
+  if (ng_log_on(res == ncclSuccess ? NG_LOG_INFO : NG_LOG_WARN)) {
+    struct ng_line l;
+    ng_line_begin(&l, res == ncclSuccess ? NG_LOG_INFO : NG_LOG_WARN, cv.dev);
+    ng_kv_str(&l, "fn", "ncclCommWindowDeregister");
+    ng_kv_ptr(&l, "comm", comm);
+    ng_kv_u64hex(&l, "cid", cv.cid);
+    ng_kv_int(&l, "rank", cv.rank);
+    ng_kv_int(&l, "nranks", cv.nranks);
+    ng_kv_ptr(&l, "win", win);
+    ng_kv_int(&l, "seq", seq);
+    ng_kv_str(&l, "result", ng_result_name(res));
+    ng_kv_dbl(&l, "us", ng_now_us() - t0);
+    ng_kv_str(&l, "decision", "pass");
+    ng_kv_str(&l, "reason", res == ncclSuccess ? "ok" : "nccl_error");
+    ng_line_end(&l, "%s", res == ncclSuccess ? "" : ng_last_error(comm));
+  }
+  if (res != ncclSuccess) ng_stat_add(NG_ST_ERRORS, 1);
+  return res;
+}
+
+NG_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  ng_init();
+  ncclResult_t res;
+  double t0 = ng_now_us();
+  if (ng_cfg.disable || ng_tls.in_nccl) {
+    NG_CALL(res, ncclCommRegister, comm, buff, size, handle);
+    return res;
+  }
+  ng_stat_add(NG_ST_CALLS, 1);
+  struct ng_commview cv;
+  const char* reason = NULL;
+  if (!comm) reason = "null_comm";
+  else if (ng_reg_comm_get(comm, &cv) && (cv.state == NG_COMM_DESTROYED || cv.state == NG_COMM_ABORTED))
+    reason = "comm_destroyed";
+  else if (!handle) reason = "null_win";
+  if (reason) {
+    ng_stat_add(NG_ST_ERRORS, 1);
+    ng_log_call(NG_LOG_WARN, "ncclCommRegister", comm, ncclInvalidArgument, t0, "error", reason,
+                !comm ? ng_reason_advice(NG_R_NULL_COMM) : "invalid communicator or handle pointer");
+    return ncclInvalidArgument;
+  }
+  NG_CALL(res, ncclCommRegister, comm, buff, size, handle);
+  if (res == ncclSuccess && *handle) ng_reg_buf_add(*handle, comm, buff, size);
+  if (res != ncclSuccess) ng_stat_add(NG_ST_ERRORS, 1);
+  ng_log_call(res == ncclSuccess ? NG_LOG_INFO : NG_LOG_WARN, "ncclCommRegister", comm, res, t0, "pass",
+              res == ncclSuccess ? "ok" : "nccl_error", res == ncclSuccess ? NULL : ng_last_error(comm));
+  return res;
+}
+
+NG_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  ng_init();
+  ncclResult_t res;
+  double t0 = ng_now_us();
+  if (ng_cfg.disable || ng_tls.in_nccl) {
+    NG_CALL(res, ncclCommDeregister, comm, handle);
+    if (!ng_cfg.disable) ng_reg_buf_del(handle);
+    return res;
+  }
+  ng_stat_add(NG_ST_CALLS, 1);
+  struct ng_commview cv;
+  if (!comm) {
+    ng_stat_add(NG_ST_ERRORS, 1);
+    ng_log_call(NG_LOG_WARN, "ncclCommDeregister", comm, ncclInvalidArgument, t0, "error", "null_comm",
+                "ncclCommDeregister with a NULL communicator");
+    return ncclInvalidArgument;
+  }
+  if (ng_reg_comm_get(comm, &cv) && (cv.state == NG_COMM_DESTROYED || cv.state == NG_COMM_ABORTED)) {
+    ng_stat_add(NG_ST_NOOPS, 1);
+    ng_log_call(NG_LOG_INFO, "ncclCommDeregister", comm, ncclSuccess, t0, "noop", "comm_destroyed",
+                "deregistration after the communicator was destroyed: NCCL already released it");
+    return ncclSuccess;
+  }
+  NG_CALL(res, ncclCommDeregister, comm, handle);
+  if (res == ncclSuccess) ng_reg_buf_del(handle);
+  else ng_stat_add(NG_ST_ERRORS, 1);
+  ng_log_call(res == ncclSuccess ? NG_LOG_INFO : NG_LOG_WARN, "ncclCommDeregister", comm, res, t0, "pass",
+              res == ncclSuccess ? "ok" : "nccl_error", res == ncclSuccess ? NULL : ng_last_error(comm));
+  return res;
+}
+
+NG_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, struct ncclDevCommRequirements const* reqs,
+                                      struct ncclDevComm* outDevComm) {
+  ng_init();
+  ncclResult_t res;
+  double t0 = ng_now_us();
+  if (ng_cfg.disable || ng_tls.in_nccl) {
+    NG_CALL(res, ncclDevCommCreate, comm, reqs, outDevComm);
+    return res;
+  }
+  ng_stat_add(NG_ST_CALLS, 1);
+  struct ng_commview cv;
+  if (!comm) {
+    ng_stat_add(NG_ST_ERRORS, 1);
+    ng_log_call(NG_LOG_WARN, "ncclDevCommCreate", comm, ncclInvalidArgument, t0, "error", "null_comm",
+                ng_reason_advice(NG_R_NULL_COMM));
+    return ncclInvalidArgument;
+  }
+  ng_reg_comm_get(comm, &cv);
+  if (cv.ndegraded > 0) {
+    /* Device code reads windows unchecked (FACTS 2): a NULL window there is an illegal address. */
+    ng_stat_add(NG_ST_ERRORS, 1);
+    char msg[600];
+    snprintf(msg, sizeof msg, "%d window(s) of this communicator are NULL (degraded, or NCCL gave no symmetric "
+             "window): %s", cv.ndegraded, ng_reason_advice(NG_R_DEGRADED_WINDOWS));
+    ng_log_call(NG_LOG_WARN, "ncclDevCommCreate", comm, ncclInvalidUsage, t0, "error", "degraded_windows", msg);
+    return ncclInvalidUsage;
+  }
+  NG_CALL(res, ncclDevCommCreate, comm, reqs, outDevComm);
+  if (res == ncclSuccess) ng_reg_comm_mark(comm, 0, 1, 0);
+  else ng_stat_add(NG_ST_ERRORS, 1);
+  ng_log_call(res == ncclSuccess ? NG_LOG_INFO : NG_LOG_WARN, "ncclDevCommCreate", comm, res, t0, "pass",
+              res == ncclSuccess ? "ok" : "nccl_error", res == ncclSuccess ? NULL : ng_last_error(comm));
+  return res;
+}

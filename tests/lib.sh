@@ -1,0 +1,31 @@
+# Sourced by every tests/t_*.sh. Each case prints exactly one line: "ok NAME" or "FAIL NAME: why".
+# Variables set by tests/run: NG_ROOT (repo), B (build dir), SHIM (libncclguard.so),
+# FAKE (dir holding the fake libcuda.so.1, libcudart.so.13, libnccl.so.2), PROGS (consumer programs),
+# T (a scratch dir private to this script), NG_TIMEOUT (seconds before a case counts as a hang).
+set -u
+: "${NG_TIMEOUT:=30}"
+T=$(mktemp -d "${TMPDIR:-/tmp}/ngt.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+
+pass() { echo "ok $1"; }
+fail() { n=$1; shift; echo "FAIL $n: $*"; }
+
+# check NAME CMD...: passes when CMD exits 0; on failure shows the tail of $T/last.log if any
+check() {
+  n=$1; shift
+  if "$@"; then pass "$n"; else fail "$n" "command failed: $*"; fi
+}
+
+# fake_run CMD...: run CMD against the fake CUDA/NCCL with ncclguard preloaded, bounded by NG_TIMEOUT.
+# Output goes to stdout/stderr; the exit status is CMD's (124 = hang).
+fake_run() {
+  env LD_LIBRARY_PATH="$FAKE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" LD_PRELOAD="$SHIM" \
+    timeout -k 2 "$NG_TIMEOUT" "$@"
+}
+# bare_run CMD...: the same without ncclguard (what NCCL alone does).
+bare_run() {
+  env LD_LIBRARY_PATH="$FAKE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    timeout -k 2 "$NG_TIMEOUT" "$@"
+}
+# has FILE PATTERN: grep -E quietly
+has() { grep -Eq -- "$2" "$1"; }
