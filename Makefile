@@ -25,7 +25,7 @@ SHIM_SRC = $(wildcard shim/*.c)
 SHIM_OBJ = $(SHIM_SRC:shim/%.c=$(BUILD)/shim/%.o)
 SHIM = $(BUILD)/libncclguard.so
 
-.PHONY: all testbins test demo install clean check-nccl-header
+.PHONY: all testbins test test-quick demo deps install clean check-nccl-header
 all: check-nccl-header $(SHIM) tools
 
 check-nccl-header:
@@ -43,8 +43,24 @@ $(SHIM): $(SHIM_OBJ) shim/ncclguard.map
 -include tests/progs/progs.mk
 -include tools/tools.mk
 -include tests/fuzz/fuzz.mk
+-include tests/real/real.mk
 
+# Debian packages the build and the tests need (uthash-dev is the one build dependency beyond
+# the compiler and NCCL's header; valgrind, clang and python3 serve the tests).
+DEPS_PKGS = build-essential uthash-dev valgrind clang python3
+deps:
+	@missing=""; for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  echo "installing:$$missing"; $$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@test -n "$(NCCL_INCLUDE)" || { echo "nccl.h not found: install the CUDA toolkit (or pip install nvidia-nccl-cu12 and set NCCL_INCLUDE)"; exit 1; }
+
+# The whole CPU suite, then again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test:
+	tests/run -s plain,asan,ubsan
+
+test-quick:
 	tests/run
 
 demo: all testbins

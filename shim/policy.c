@@ -23,8 +23,8 @@ const char* ng_decision_name(int d) {
 }
 
 int ng_check_reg_args(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, struct ng_commview* cv) {
-  if (!comm) return NG_R_NULL_COMM;
   ng_reg_comm_get(comm, cv);
+  if (!comm) return NG_R_NULL_COMM;
   if (cv->known && (cv->state == NG_COMM_DESTROYED || cv->state == NG_COMM_ABORTED)) return NG_R_COMM_DESTROYED;
   if (!win) return NG_R_NULL_WIN;
   if (!buff) return NG_R_NULL_BUFF;
@@ -38,9 +38,11 @@ void ng_log_reg(const struct ng_regreq* r, int level, const char* msg) {
   ng_line_begin(&l, level, r->cv.dev);
   ng_kv_str(&l, "fn", "ncclCommWindowRegister");
   ng_kv_ptr(&l, "comm", r->comm);
-  ng_kv_u64hex(&l, "cid", r->cv.cid);
-  ng_kv_int(&l, "rank", r->cv.rank);
-  ng_kv_int(&l, "nranks", r->cv.nranks);
+  if (r->cv.known) {
+    ng_kv_u64hex(&l, "cid", r->cv.cid);
+    ng_kv_int(&l, "rank", r->cv.rank);
+    ng_kv_int(&l, "nranks", r->cv.nranks);
+  }
   ng_kv_ptr(&l, "buff", r->buff);
   ng_kv_int(&l, "size", (long long)r->size);
   ng_kv_int(&l, "flags", r->flags);

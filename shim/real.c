@@ -36,7 +36,7 @@ static void note_path(void* sym, const char* how) {
   Dl_info info;
   if (lib_path[0] || !dladdr(sym, &info) || !info.dli_fname) return;
   snprintf(lib_path, sizeof lib_path, "%s", info.dli_fname);
-  ng_log_msg(NG_LOG_INFO, -1, "resolve", "real NCCL functions come from %s (found via %s)", lib_path, how);
+  if (!ng_cfg.disable) ng_log_msg(NG_LOG_INFO, -1, "resolve", "real NCCL functions come from %s (found via %s)", lib_path, how);
 }
 
 static void* lookup(void* handle, const char* name) {
@@ -80,11 +80,13 @@ static void* walk_loaded(void) {
 /* Steps 1 and 3: a handle on a libnccl, remembered once found. Called with `lock` held. */
 static void* find_lib(const char** how) {
   if (lib_handle) { *how = "loaded libnccl"; return lib_handle; }
-  if (ng_cfg.nccl_lib[0]) {
+  static int tried_explicit;
+  if (ng_cfg.nccl_lib[0] && !tried_explicit) {
+    tried_explicit = 1;
     lib_handle = dlopen(ng_cfg.nccl_lib, RTLD_NOW | RTLD_LOCAL);
     if (!lib_handle) {
-      ng_log_msg(NG_LOG_WARN, -1, "resolve", "NCCLGUARD_NCCL_LIB=%s cannot be loaded: %s", ng_cfg.nccl_lib,
-                 dlerror());
+      ng_log_msg(NG_LOG_WARN, -1, "resolve", "NCCLGUARD_NCCL_LIB=%s cannot be loaded (%s); looking for the "
+                 "libnccl of the process instead", ng_cfg.nccl_lib, dlerror());
     } else {
       *how = "NCCLGUARD_NCCL_LIB";
       return lib_handle;
@@ -103,15 +105,16 @@ void* ng_real(enum ng_real_id id) {
   pthread_mutex_lock(&lock);
   const char* how = "RTLD_NEXT";
   if (!cache[id]) {
-    if (ng_cfg.nccl_lib[0]) {
-      void* h = find_lib(&how);
-      f = h ? lookup(h, names[id]) : NULL;
-    } else {
+    /* An explicit NCCLGUARD_NCCL_LIB first; if it cannot be loaded (warned), the usual order. */
+    void* h = ng_cfg.nccl_lib[0] ? find_lib(&how) : NULL;
+    f = h ? lookup(h, names[id]) : NULL;
+    if (!f) {
+      how = "RTLD_NEXT";
       f = lookup(RTLD_NEXT, names[id]);
-      if (!f) {
-        void* h = find_lib(&how);
-        f = h ? lookup(h, names[id]) : NULL;
-      }
+    }
+    if (!f) {
+      h = find_lib(&how);
+      f = h ? lookup(h, names[id]) : NULL;
     }
     if (f) {
       note_path(f, how);

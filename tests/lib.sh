@@ -19,7 +19,7 @@ check() {
 # fake_run CMD...: run CMD against the fake CUDA/NCCL with ncclguard preloaded, bounded by NG_TIMEOUT.
 # Output goes to stdout/stderr; the exit status is CMD's (124 = hang).
 fake_run() {
-  env LD_LIBRARY_PATH="$FAKE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" LD_PRELOAD="$SHIM" \
+  env LD_LIBRARY_PATH="$FAKE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" \
     timeout -k 2 "$NG_TIMEOUT" "$@"
 }
 # bare_run CMD...: the same without ncclguard (what NCCL alone does).

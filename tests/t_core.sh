@@ -1,0 +1,99 @@
+# Core interposer: exports, dependencies, inertness, configuration, logging, and resolution of a
+# REAL libnccl (no GPU needed) loaded the way PyTorch loads it.
+. "$NG_ROOT/tests/lib.sh"
+
+# --- the library's shape ------------------------------------------------------------------
+want="ncclCommAbort ncclCommDeregister ncclCommDestroy ncclCommFinalize ncclCommGrow ncclCommInitAll
+ncclCommInitRank ncclCommInitRankConfig ncclCommInitRankScalable ncclCommRegister ncclCommRevoke
+ncclCommShrink ncclCommSplit ncclCommWindowDeregister ncclCommWindowRegister ncclDevCommCreate
+ncclGroupEnd ncclGroupStart"
+got=$(nm -D --defined-only "$SHIM" | awk '$2 ~ /^[TW]$/ {print $3}' | grep -v '^_' | sort | tr '\n' ' ')
+exp=$(echo $want | tr ' ' '\n' | sort | tr '\n' ' ')
+[ "$got" = "$exp" ] && pass exports-exactly-wrapped || fail exports-exactly-wrapped "exported: $got"
+nm -D --defined-only "$SHIM" | grep -Eq ' (ncclAllReduce|ncclSend|ncclRecv|ncclBroadcast)$' \
+  && fail no-collectives-wrapped "a collective is exported" || pass no-collectives-wrapped
+needed=$(readelf -d "$SHIM" | awk '/NEEDED/ {print $5}' | tr -d '[]' | tr '\n' ' ')
+case "$needed" in *nccl*|*cuda*) fail no-needed-nccl-cuda "NEEDED: $needed" ;; *) pass no-needed-nccl-cuda ;; esac
+
+# --- inert where there is no NCCL -----------------------------------------------------------
+out=$(cd "$T" && env LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG=trace NCCLGUARD_STATS=1 \
+      NCCLGUARD_LOG_FILE="$T/inert.%p.log" /bin/true 2>&1)
+[ -z "$out" ] && [ -z "$(ls "$T" | grep inert)" ] && pass inert-true || fail inert-true "output '$out' or a log file"
+out=$(env LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG=trace sh -c 'echo hello; ls / >/dev/null' 2>&1)
+[ "$out" = hello ] && pass inert-shell || fail inert-shell "output: $out"
+
+# --- configuration --------------------------------------------------------------------------
+out=$(env LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_DUMP_CONFIG=1 NCCLGUARD_LOG=off /bin/true 2>&1)
+echo "$out" | grep -q 'fn=config .*NCCLGUARD_ON_FAILURE=degrade .*NCCLGUARD_WARMUP=auto' \
+  && pass dump-config || fail dump-config "$out"
+out=$(env LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_DUMP_CONFIG=yes NCCLGUARD_RETRIES=lots \
+      NCCLGUARD_ON_FAILURE=explode NCCLGUARD_TIMEOUT=-3 NCCLGUARD_AGREE=maybe /bin/true 2>&1)
+echo "$out" | grep -q 'NCCLGUARD_RETRIES=lots is not valid' && echo "$out" | grep -q 'NCCLGUARD_ON_FAILURE=explode is not valid' \
+  && echo "$out" | grep -q 'NCCLGUARD_TIMEOUT=-3 is not valid' && echo "$out" | grep -q 'NCCLGUARD_AGREE=maybe is not valid' \
+  && echo "$out" | grep -q 'NCCLGUARD_RETRIES=3 ' && echo "$out" | grep -q 'NCCLGUARD_ON_FAILURE=degrade' \
+  && pass bad-config-falls-back || fail bad-config-falls-back "$out"
+
+# --- a REAL libnccl, loaded RTLD_LOCAL (FACTS 2) ------------------------------------------------
+REALNCCL=""
+for d in ${NCCL_REAL_LIB:-} /usr/local/cuda/lib /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
+  [ -f "$d/libnccl.so.2" ] && { REALNCCL=$d; break; }
+done
+if [ -x "$B/real/main_local" ] && [ -n "$REALNCCL" ]; then
+  R="$B/real"
+  bare=$(LD_LIBRARY_PATH="$R:$REALNCCL" timeout 60 "$R/main_local" "$R/libnccluser.so" 2>/dev/null)
+  withg=$(LD_LIBRARY_PATH="$R:$REALNCCL" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG=info \
+          timeout 60 "$R/main_local" "$R/libnccluser.so" 2>"$T/local.log")
+  b_init=$(echo "$bare" | sed -n 's/.*initrank=\([0-9]*\).*/\1/p'); g_init=$(echo "$withg" | sed -n 's/.*initrank=\([0-9]*\).*/\1/p')
+  # the real NCCL answered (same result as without ncclguard), found although RTLD_NEXT misses
+  [ -n "$b_init" ] && [ "$b_init" = "$g_init" ] && has "$T/local.log" 'found via loaded libnccl \(RTLD_NOLOAD\)' \
+    && pass real-nccl-rtld-local || fail real-nccl-rtld-local "bare='$bare' with='$withg' $(head -3 "$T/local.log")"
+  echo "$withg" | grep -q 'register_null_comm=4' && has "$T/local.log" 'reason=null_comm .*init_process_group' \
+    && pass real-nccl-null-comm-clean-error || fail real-nccl-null-comm-clean-error "$withg"
+  withg=$(LD_LIBRARY_PATH="$R:$REALNCCL" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG=info \
+          timeout 60 "$R/main_linked" 2>"$T/linked.log")
+  g_init=$(echo "$withg" | sed -n 's/.*initrank=\([0-9]*\).*/\1/p')
+  [ "$b_init" = "$g_init" ] && has "$T/linked.log" 'found via RTLD_NEXT' \
+    && pass real-nccl-linked || fail real-nccl-linked "$withg $(head -3 "$T/linked.log")"
+  # NCCLGUARD_NCCL_LIB names the library explicitly
+  withg=$(LD_LIBRARY_PATH="$R:$REALNCCL" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG=info \
+          NCCLGUARD_NCCL_LIB="$REALNCCL/libnccl.so.2" timeout 60 "$R/main_local" "$R/libnccluser.so" 2>"$T/lib.log")
+  g_init=$(echo "$withg" | sed -n 's/.*initrank=\([0-9]*\).*/\1/p')
+  [ "$b_init" = "$g_init" ] && has "$T/lib.log" 'found via NCCLGUARD_NCCL_LIB' \
+    && pass real-nccl-explicit-lib || fail real-nccl-explicit-lib "$withg $(head -3 "$T/lib.log")"
+  # a bad NCCLGUARD_NCCL_LIB: a clear warning, then the process's own libnccl is used
+  withg=$(LD_LIBRARY_PATH="$R:$REALNCCL" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" \
+          NCCLGUARD_NCCL_LIB=/nonexistent/libnccl.so.2 timeout 60 "$R/main_local" "$R/libnccluser.so" 2>"$T/bad.log")
+  rc=$?
+  g_init=$(echo "$withg" | sed -n 's/.*initrank=\([0-9]*\).*/\1/p')
+  [ $rc = 0 ] && [ "$b_init" = "$g_init" ] && has "$T/bad.log" 'NCCLGUARD_NCCL_LIB=/nonexistent/libnccl.so.2 cannot be loaded' \
+    && pass bad-nccl-lib-falls-back || fail bad-nccl-lib-falls-back "rc=$rc $withg $(cat "$T/bad.log")"
+  # the log file: %h %p %r expanded, JSON lines valid
+  LD_LIBRARY_PATH="$R:$REALNCCL" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG=info RANK=7 \
+    NCCLGUARD_LOG_FORMAT=json NCCLGUARD_LOG_FILE="$T/ng.%h.%p.%r.jsonl" timeout 60 "$R/main_local" "$R/libnccluser.so" >/dev/null 2>&1
+  f=$(ls "$T"/ng.*.7.jsonl 2>/dev/null | head -1)
+  host=$(hostname | cut -d. -f1)
+  if [ -n "$f" ] && case "$f" in *"ng.$host."*".7.jsonl") true ;; *) false ;; esac \
+     && python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]; d=[json.loads(l) for l in open(sys.argv[1])]; assert any(x.get("reason")=="null_comm" for x in d)' "$f"; then
+    pass log-file-json-expanded
+  else fail log-file-json-expanded "file '$f': $(cat "$f" 2>/dev/null | head -2)"; fi
+  perm=$(stat -c %a "$f" 2>/dev/null)
+  case "$perm" in *[2367]) fail log-file-not-world-writable "mode $perm" ;; *) pass log-file-not-world-writable ;; esac
+  # a symbolic link as log file is refused (stderr instead), the link target untouched
+  ln -s "$T/target" "$T/link.log"
+  LD_LIBRARY_PATH="$R:$REALNCCL" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG_FILE="$T/link.log" \
+    timeout 60 "$R/main_local" "$R/libnccluser.so" >/dev/null 2>"$T/link.err"
+  [ ! -e "$T/target" ] && has "$T/link.err" 'symbolic link is refused' && has "$T/link.err" 'reason=null_comm' \
+    && pass log-file-no-symlink || fail log-file-no-symlink "$(cat "$T/link.err")"
+  # NCCLGUARD_DISABLE=1: pure pass-through (the NULL comm reaches NCCL: 2.28.9 on a CPU machine fails in cudaGetDevice first)
+  withg=$(LD_LIBRARY_PATH="$R:$REALNCCL" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_DISABLE=1 NCCLGUARD_LOG=trace \
+          timeout 60 "$R/main_local" "$R/libnccluser.so" 2>"$T/dis.log")
+  [ "$withg" = "$bare" ] && [ ! -s "$T/dis.log" ] && pass disable-pass-through || fail disable-pass-through "$withg / $bare $(cat "$T/dis.log")"
+else
+  fail real-nccl-rtld-local "no real libnccl.so.2 found (CUDA toolkit) - cannot test resolution"
+fi
+
+# --- no libnccl in the process at all: clean errors, no crash ----------------------------------
+out=$(env LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" timeout 30 "$B/real/no_nccl" 2>"$T/nonccl.log"); rc=$?
+[ $rc = 0 ] && [ "$out" = "init=5 register=5 deregister=5 destroy=5 groupstart=5 groupend=5" ] \
+  && has "$T/nonccl.log" 'cannot find the real ncclCommInitRank.*NCCLGUARD_NCCL_LIB' \
+  && pass missing-nccl-clean-error || fail missing-nccl-clean-error "rc=$rc out=$out $(head -3 "$T/nonccl.log")"
