@@ -70,6 +70,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(SHIM) $(DESTDIR)$(PREFIX)/lib/libncclguard.so
 	install -m 0755 $(TOOLS_BIN) $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/share/ncclguard/python
+	cp -R tools/python/. $(DESTDIR)$(PREFIX)/share/ncclguard/python/
 
 clean:
 	rm -rf build build-asan build-ubsan build-tsan

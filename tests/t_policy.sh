@@ -1,0 +1,142 @@
+# Registration policy against the fake NCCL: each scenario runs WITHOUT ncclguard (what NCCL alone
+# does, as FACTS records it) and WITH it; every case checks exit codes, results and the log.
+. "$NG_ROOT/tests/lib.sh"
+NG=$PROGS/ngtest
+export NCCLGUARD_TIMEOUT=${NCCLGUARD_TIMEOUT:-8}
+
+# g NAME ARGS...: run ngtest with ncclguard, logs at info into $T/NAME.*.log; sets $rc and $out
+g() {
+  n=$1; shift
+  out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/$n.%p.log" fake_run "$NG" "$@" 2>"$T/$n.err"); rc=$?
+}
+# b NAME ARGS...: the same without ncclguard
+b() {
+  n=$1; shift
+  out=$(bare_run "$NG" "$@" 2>"$T/$n.err"); rc=$?
+}
+logs() { cat "$T/$1".*.log 2>/dev/null; }
+lhas() { logs "$1" | grep -Eq -- "$2"; }
+nok() { echo "$out" | grep -c 'RESULT ok'; }
+why() { echo "rc=$rc $(echo "$out" | tail -4 | tr '\n' ' ') | $(logs "$1" | grep -E 'WARN' | head -3)"; }
+
+# --- the normal path: registered, symmetric, results right, in the three launch modes ----------
+for m in proc thread group; do
+  g normal-$m -m $m --expect-win nonnull --iters 3
+  [ $rc = 0 ] && [ "$(nok)" = 2 ] && lhas normal-$m 'fn=ncclCommWindowRegister .*decision=register reason=ok' \
+    && ! lhas normal-$m 'decision=(degrade|error)' && pass normal-path-$m || fail normal-path-$m "$(why normal-$m)"
+done
+g normal4 -m thread -n 4 --expect-win nonnull
+[ $rc = 0 ] && [ "$(nok)" = 4 ] && pass normal-path-4-ranks || fail normal-path-4-ranks "$(why normal4)"
+
+# --- NULL communicator (PyTorch's lazy init, FACTS 1) ---------------------------------------------
+b nullc-bare -n 1 -m thread --null-comm
+[ $rc -ge 128 ] || echo "$out" | grep -q 'signal\|SIGSEGV' && pass null-comm-2.28-crashes-without \
+  || fail null-comm-2.28-crashes-without "rc=$rc (the fake should SIGSEGV like NCCL 2.28.9)"
+g nullc -n 1 -m thread --null-comm
+[ $rc = 0 ] && lhas nullc 'reason=null_comm .*result=|result=ncclInvalidArgument.*reason=null_comm' \
+  && lhas nullc 'init_process_group\(\.\.\., device_id=' && pass null-comm-clean-error || fail null-comm-clean-error "$(why nullc)"
+FAKE_NCCL_VERSION=22903 g nullc29 -n 1 -m thread --null-comm
+[ $rc = 0 ] && lhas nullc29 'result=ncclInvalidArgument.*reason=null_comm' && pass null-comm-2.29 || fail null-comm-2.29 "$(why nullc29)"
+for a in null-win null-buff zero-size; do
+  g $a -n 2 -m thread --$a --no-allreduce
+  [ $rc = 0 ] && lhas $a "result=ncclInvalidArgument .*reason=${a#null-}|reason=$(echo $a | tr - _)" \
+    && pass bad-arg-$a || fail bad-arg-$a "$(why $a)"
+done
+
+# --- asymmetric buffers: cudaMalloc on rank 0, ncclMemAlloc on rank 1 (FACTS 3: hangs) ---------------
+b asym-bare --alloc cuda0 --timeout 5
+[ $rc = 124 ] && pass asym-hangs-without || fail asym-hangs-without "rc=$rc: expected a hang (124) without ncclguard"
+g asym --alloc cuda0 --iters 3 --timeout 30
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && lhas asym 'decision=degrade reason=not_vmm' && lhas asym 'decision=degrade reason=peer_not_vmm .*bad_rank=0' \
+  && pass asym-degrades-all-ranks || fail asym-degrades-all-ranks "$(why asym)"
+NCCLGUARD_ON_FAILURE=error g asym-err --alloc cuda0 --expect-reg error --no-allreduce --timeout 30
+[ $rc = 0 ] && [ "$(logs asym-err | grep -c 'decision=error')" -ge 2 ] && pass asym-error-policy-same-on-all || fail asym-error-policy-same-on-all "$(why asym-err)"
+NCCLGUARD_AGREE=0 g asym-noagree --alloc cuda0 --timeout 6
+[ $rc != 0 ] && pass asym-needs-agreement || fail asym-needs-agreement "rc=$rc: without the agreement rank 1 should hang"
+
+# --- cudaMalloc on every rank (FACTS 3: error, then the communicator is damaged) --------------------
+b cuda-bare --alloc cuda --iters 2 --timeout 10
+[ $rc != 0 ] && pass cuda-all-fails-without || fail cuda-all-fails-without "rc=$rc"
+g cuda --alloc cuda --iters 3 --timeout 30
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && [ "$(logs cuda | grep -c 'decision=degrade reason=not_vmm')" = 2 ] \
+  && pass cuda-all-degrades-comm-healthy || fail cuda-all-degrades-comm-healthy "$(why cuda)"
+
+# --- nonblocking communicator, registration right after init (FACTS 3) -----------------------------
+b nb-bare --nonblocking --no-allreduce
+[ $rc != 0 ] && pass nonblocking-fails-without || fail nonblocking-fails-without "rc=$rc"
+g nb --nonblocking --expect-win nonnull
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && lhas nb 'fn=ready-wait' && lhas nb 'decision=register' \
+  && pass nonblocking-ready-wait || fail nonblocking-ready-wait "$(why nb)"
+
+# --- misaligned offset (2.28: not a multiple of 4096 from the allocation base) ----------------------
+b mis-bare --offset 1000 --size 65536 --no-allreduce --timeout 10
+[ $rc != 0 ] && pass misaligned-fails-without || fail misaligned-fails-without "rc=$rc"
+g mis --offset 1000 --size 65536 --iters 2
+[ $rc = 0 ] && lhas mis 'decision=degrade reason=misaligned' && pass misaligned-degrades || fail misaligned-degrades "$(why mis)"
+g mis4k --offset 4096 --size 65536 --expect-win nonnull
+[ $rc = 0 ] && lhas mis4k 'decision=register' && pass aligned-offset-registers || fail aligned-offset-registers "$(why mis4k)"
+
+# --- groups: one thread drives every GPU; registrations inside ncclGroupStart/End -------------------
+g grp -m group --reg-in-group --expect-win nonnull --iters 2 --timeout 30
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && lhas grp 'decision=register' && pass group-registers || fail group-registers "$(why grp)"
+b grp-asym-bare -m group --reg-in-group --alloc cuda0 --timeout 5
+[ $rc = 124 ] && pass group-asym-hangs-without || fail group-asym-hangs-without "rc=$rc"
+g grp-asym -m group --reg-in-group --alloc cuda0 --iters 2 --timeout 30
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && [ "$(logs grp-asym | grep -c 'decision=degrade')" = 2 ] \
+  && pass group-asym-degrades-no-deadlock || fail group-asym-degrades-no-deadlock "$(why grp-asym)"
+g thr-grp -m thread --reg-in-group --alloc cuda0 --iters 2 --timeout 30
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && pass group-per-thread-asym || fail group-per-thread-asym "$(why thr-grp)"
+
+# --- graph capture (2.28: registration fails and invalidates the capture) ---------------------------
+b cap-bare -m thread --capture --no-allreduce --expect-reg any
+echo "$out" | grep -q 'invalidated' && pass capture-invalidated-without || fail capture-invalidated-without "rc=$rc $out"
+g cap -m thread --capture --expect-reg any
+[ $rc = 0 ] && lhas cap 'decision=degrade reason=capturing' && ! echo "$out" | grep -q 'capture invalidated' \
+  && pass capture-detected-capture-kept || fail capture-detected-capture-kept "$(why cap)"
+FAKE_NCCL_VERSION=23007 g cap30 -m thread --capture --expect-win nonnull
+[ $rc = 0 ] && lhas cap30 'decision=register' && pass capture-2.30.7-registers || fail capture-2.30.7-registers "$(why cap30)"
+
+# --- PyTorch's teardown: deregistration after destroy (FACTS 2) ---------------------------------------
+b dad-bare --dereg-after-destroy --expect-reg any
+echo "$out$(cat "$T/dad-bare.err")" | grep -qi 'invalid device ordinal\|ncclUnhandledCudaError\|dereg.*fail\|error' \
+  && pass dereg-after-destroy-errors-without || fail dereg-after-destroy-errors-without "rc=$rc $out"
+NCCLGUARD_LOG=trace g dad --dereg-after-destroy
+[ $rc = 0 ] && lhas dad 'fn=ncclCommWindowDeregister .*decision=noop reason=comm_destroyed' \
+  && pass dereg-after-destroy-noop || fail dereg-after-destroy-noop "$(why dad)"
+out=$(NCCLGUARD_LOG=trace NCCLGUARD_LOG_FILE="$T/int.%p.log" fake_run "$NG" -m thread -n 2 --no-allreduce --expect-reg any 2>/dev/null)
+lhas int 'fn=ncclCommWindowDeregister .*decision=internal' && pass nccl-internal-calls-pass-through \
+  || fail nccl-internal-calls-pass-through "no internal deregistration seen (fake ncclCommDestroy calls it through the PLT)"
+
+# --- split communicators --------------------------------------------------------------------------
+g split -n 4 -m thread --split --iters 2 --expect-win nonnull
+[ $rc = 0 ] && [ "$(nok)" = 4 ] && lhas split 'fn=ncclCommSplit .*parent=' && pass split-registers || fail split-registers "$(why split)"
+
+# --- device communicators never see a degraded window ---------------------------------------------
+g dc --alloc cuda --devcomm --expect-reg any
+lhas dc 'fn=ncclDevCommCreate .*result=ncclInvalidUsage .*reason=degraded_windows' && pass devcomm-refused-after-degrade \
+  || fail devcomm-refused-after-degrade "$(why dc)"
+g dcok --devcomm --expect-win nonnull
+[ $rc = 0 ] && lhas dcok 'fn=ncclDevCommCreate .*result=ncclSuccess' && pass devcomm-normal || fail devcomm-normal "$(why dcok)"
+
+# --- NCCL's own NULL window (2.29+: no symmetric support) --------------------------------------------
+FAKE_NCCL_VERSION=22903 FAKE_NCCL_NO_SYMMETRIC=1 g nw -m thread --expect-win null
+[ $rc = 0 ] && lhas nw 'reason=null_window' && pass null-window-detected || fail null-window-detected "$(why nw)"
+FAKE_NCCL_VERSION=22903 FAKE_NCCL_NO_SYMMETRIC=1 NCCLGUARD_NULL_WINDOW=error g nwe -m thread --expect-reg error --no-allreduce
+[ $rc = 0 ] && [ "$(logs nwe | grep -c 'decision=error reason=null_window')" = 2 ] && pass null-window-error-policy || fail null-window-error-policy "$(why nwe)"
+
+# --- the same buffer twice: two windows -------------------------------------------------------------
+g twice -m thread --twice --expect-win nonnull
+[ $rc = 0 ] && [ "$(logs twice | grep -c 'decision=register')" = 4 ] && pass register-twice || fail register-twice "$(why twice)"
+
+# --- a library loaded RTLD_LOCAL (as PyTorch loads NCCL) against the fake --------------------------------
+out=$(cd "$PROGS" && NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/dl.%p.log" fake_run "$PROGS/dlopen_local" "$PROGS/libconsumer.so" 2>&1); rc=$?
+[ $rc = 0 ] && lhas dl 'found via loaded libnccl \(RTLD_NOLOAD\)' && lhas dl 'decision=register' \
+  && pass rtld-local-consumer || fail rtld-local-consumer "rc=$rc $out $(logs dl | head -3)"
+
+# --- fork after communicators and windows exist -----------------------------------------------------
+out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/fork.%p.log" fake_run "$PROGS/fork_after" 2>&1); rc=$?
+[ $rc = 0 ] && [ "$(ls "$T"/fork.*.log 2>/dev/null | wc -l)" -ge 2 ] && pass fork-child-works || fail fork-child-works "rc=$rc $out"
+
+# --- disabled: exactly NCCL's behaviour (the asymmetric case hangs again) ------------------------------
+NCCLGUARD_DISABLE=1 g dis --alloc cuda0 --timeout 5
+[ $rc = 124 ] && [ -z "$(logs dis)" ] && pass disable-is-pass-through || fail disable-is-pass-through "rc=$rc"

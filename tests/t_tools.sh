@@ -1,0 +1,291 @@
+#!/bin/sh
+# The user tools: ncclguard-run, ncclguard-doctor, ncclguard-report (tools/README.md).
+. "$(dirname "$0")/lib.sh"
+
+RUN="$B/ncclguard-run"
+DOC="$B/ncclguard-doctor"
+REP="$B/ncclguard-report"
+LOGS="$NG_ROOT/tests/data/logs"
+LIBX=$SHIM
+# A sanitizer build of the library cannot be preloaded into sh (its runtime must come first): the
+# launcher cases then preload an empty stand-in, with a copy of build/ncclguard-run next to it.
+if [ -n "$(env LD_PRELOAD="$SHIM" sh -c true 2>&1)" ]; then
+  mkdir -p "$T/sb"
+  printf 'int ncclguard_standin;\n' > "$T/sb/standin.c"
+  ${CC:-cc} -shared -fPIC -o "$T/sb/libncclguard.so" "$T/sb/standin.c"
+  cp "$RUN" "$T/sb/ncclguard-run"
+  RUN="$T/sb/ncclguard-run"
+  LIBX="$T/sb/libncclguard.so"
+fi
+shim_real=$(cd "$(dirname "$LIBX")" && pwd -P)/$(basename "$LIBX")
+
+# clean_env CMD...: CMD with no NCCL*/NCCLGUARD*/launcher variables from the caller's environment
+clean_env() {
+  env -i PATH="$PATH" HOME="$T/home" ${PYTHON:+PYTHON="$PYTHON"} "$@"
+}
+mkdir -p "$T/home" "$T/empty"
+
+# ---------------------------------------------------------------- ncclguard-run
+out=$("$RUN" --help 2>&1); rc=$?
+if [ $rc -eq 0 ] && echo "$out" | grep -q '^Usage: ncclguard-run' && echo "$out" | grep -q -- '--log-dir'; then pass run-help
+else fail run-help "rc=$rc"; fi
+
+out=$(clean_env "$RUN" sh -c 'echo "$LD_PRELOAD"' 2>&1)
+if [ "$out" = "$shim_real" ]; then pass run-preload; else fail run-preload "got '$out', want '$shim_real'"; fi
+
+out=$(clean_env LD_PRELOAD=libm.so.6 "$RUN" sh -c 'echo "$LD_PRELOAD"' 2>&1)
+if [ "$out" = "$shim_real:libm.so.6" ]; then pass run-preload-kept; else fail run-preload-kept "got '$out'"; fi
+
+out=$(clean_env "$RUN" "$RUN" sh -c 'echo "$LD_PRELOAD"' 2>&1)
+if [ "$out" = "$shim_real" ]; then pass run-nested-once; else fail run-nested-once "got '$out'"; fi
+
+out=$(clean_env "$RUN" --log-level trace -- sh -c 'echo "$NCCLGUARD_LOG"' 2>&1)
+out2=$(clean_env "$RUN" --log-level=trace sh -c 'echo "$NCCLGUARD_LOG"' 2>&1)
+if [ "$out" = trace ] && [ "$out2" = trace ]; then pass run-dashdash-forms; else fail run-dashdash-forms "got '$out' / '$out2'"; fi
+
+# a command whose own options look like ours: everything after COMMAND is COMMAND's
+out=$(clean_env "$RUN" sh -c 'echo "$0 $1"' --log-level x 2>&1)
+if [ "$out" = "--log-level x" ]; then pass run-command-args; else fail run-command-args "got '$out'"; fi
+
+out=$(clean_env "$RUN" --json --on-failure error --warmup never --retries 5 --timeout 30 --no-agree \
+  --null-window error --stats --dump-config --disable --nccl-lib /x/libnccl.so.2 --cuda-lib /x/libcuda.so.1 \
+  --log-file /tmp/x.%r.log --no-pyhook -- sh -c 'env | grep ^NCCLGUARD_ | sort' 2>&1)
+want="NCCLGUARD_AGREE=0
+NCCLGUARD_CUDA_LIB=/x/libcuda.so.1
+NCCLGUARD_DISABLE=1
+NCCLGUARD_DUMP_CONFIG=1
+NCCLGUARD_LOG_FILE=/tmp/x.%r.log
+NCCLGUARD_LOG_FORMAT=json
+NCCLGUARD_NCCL_LIB=/x/libnccl.so.2
+NCCLGUARD_NULL_WINDOW=error
+NCCLGUARD_ON_FAILURE=error
+NCCLGUARD_PYHOOK=0
+NCCLGUARD_RETRIES=5
+NCCLGUARD_STATS=1
+NCCLGUARD_TIMEOUT=30
+NCCLGUARD_WARMUP=never"
+if [ "$out" = "$want" ]; then pass run-option-mapping; else fail run-option-mapping "got: $(echo "$out" | tr '\n' ' ')"; fi
+
+out=$(clean_env "$RUN" --log-dir "$T/logs/a" sh -c 'echo "$NCCLGUARD_LOG $NCCLGUARD_LOG_FILE"' 2>&1)
+out2=$(clean_env "$RUN" --log-dir "$T/logs/b" -l warn sh -c 'echo "$NCCLGUARD_LOG"' 2>&1)
+la=$(cd "$T/logs/a" 2>/dev/null && pwd -P)
+if [ -d "$T/logs/a" ] && [ "$out" = "info $la/ncclguard.%h.%p.%r.log" ] && [ "$out2" = warn ]; then pass run-log-dir
+else fail run-log-dir "got '$out' / '$out2'"; fi
+
+out=$(clean_env "$RUN" true 2>&1); rc=$?
+out2=$(clean_env "$RUN" -- sh -c 'exit 7' 2>&1); rc2=$?
+if [ $rc -eq 0 ] && [ -z "$out" ] && [ $rc2 -eq 7 ] && [ -z "$out2" ]; then pass run-silent-and-status
+else fail run-silent-and-status "rc=$rc rc2=$rc2 output '$out$out2'"; fi
+
+# children inherit it (what torchrun/srun/mpirun rely on)
+out=$(clean_env "$RUN" --log-level info sh -c 'sh -c "echo \$LD_PRELOAD \$NCCLGUARD_LOG"' 2>&1)
+if [ "$out" = "$shim_real info" ]; then pass run-children-inherit; else fail run-children-inherit "got '$out'"; fi
+
+out=$(clean_env NCCLGUARD_LIB=/nonexistent/libncclguard.so "$RUN" touch "$T/ran1" 2>&1); rc=$?
+mkdir -p "$T/lonely"; cp "$NG_ROOT/tools/ncclguard-run" "$T/lonely/"
+out2=$(clean_env "$T/lonely/ncclguard-run" touch "$T/ran2" 2>&1); rc2=$?
+if [ $rc -eq 127 ] && [ $rc2 -eq 127 ] && [ ! -e "$T/ran1" ] && [ ! -e "$T/ran2" ] \
+   && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out2" | grep -q 'libncclguard.so not found'; then pass run-missing-lib
+else fail run-missing-lib "rc=$rc/$rc2 out='$out' / '$out2'"; fi
+
+# the library found in each layout: repo (tools/ -> ../build), install (bin/ -> ../lib), a symlink, NCCLGUARD_LIB
+mkdir -p "$T/repo/tools" "$T/repo/build" "$T/pfx/bin" "$T/pfx/lib" "$T/links" "$T/own"
+cp "$NG_ROOT/tools/ncclguard-run" "$T/repo/tools/"; cp "$LIBX" "$T/repo/build/libncclguard.so"
+cp "$NG_ROOT/tools/ncclguard-run" "$T/pfx/bin/"; cp "$LIBX" "$T/pfx/lib/libncclguard.so"
+ln -sf "$T/pfx/bin/ncclguard-run" "$T/links/ncclguard-run"
+cp "$LIBX" "$T/own/libncclguard.so"
+p=$(cd "$T" && pwd -P)
+o1=$(clean_env "$T/repo/tools/ncclguard-run" sh -c 'echo "$LD_PRELOAD"' 2>&1)
+o2=$(clean_env "$T/pfx/bin/ncclguard-run" sh -c 'echo "$LD_PRELOAD"' 2>&1)
+o3=$(clean_env "$T/links/ncclguard-run" sh -c 'echo "$LD_PRELOAD"' 2>&1)
+o4=$(cd "$T/own" && clean_env NCCLGUARD_LIB=libncclguard.so "$T/pfx/bin/ncclguard-run" sh -c 'cd /; echo "$LD_PRELOAD"' 2>&1)
+o5=$(cd "$T/pfx/bin" && PATH="$T/pfx/bin:$PATH" clean_env ncclguard-run sh -c 'echo "$LD_PRELOAD"' 2>&1)
+if [ "$o1" = "$p/repo/build/libncclguard.so" ] && [ "$o2" = "$p/pfx/lib/libncclguard.so" ] \
+   && [ "$o3" = "$p/pfx/lib/libncclguard.so" ] && [ "$o4" = "$p/own/libncclguard.so" ] && [ "$o5" = "$p/pfx/lib/libncclguard.so" ]; then
+  pass run-lib-layouts
+else fail run-lib-layouts "repo '$o1' install '$o2' symlink '$o3' env '$o4' PATH '$o5'"; fi
+
+out=$(clean_env "$RUN" --log-level loud true 2>&1); rc=$?
+out2=$(clean_env "$RUN" --frobnicate true 2>&1); rc2=$?
+out3=$(clean_env "$RUN" 2>&1); rc3=$?
+if [ $rc -eq 2 ] && [ $rc2 -eq 2 ] && [ $rc3 -eq 2 ] && echo "$out" | grep -q 'off warn info trace'; then pass run-usage-errors
+else fail run-usage-errors "rc=$rc/$rc2/$rc3 '$out'"; fi
+
+out=$(clean_env "$RUN" --print-env --log-level info 2>&1); rc=$?
+if [ $rc -eq 0 ] && echo "$out" | grep -qx 'NCCLGUARD_LOG=info' && echo "$out" | grep -qx "LD_PRELOAD=$shim_real"; then pass run-print-env
+else fail run-print-env "rc=$rc '$out'"; fi
+
+# the repo's tools/ncclguard-run finds the hook next to it (tools/python)
+RRUN="$NG_ROOT/tools/ncclguard-run"
+out=$(clean_env NCCLGUARD_LIB="$LIBX" "$RRUN" sh -c 'echo "${PYTHONPATH:-}"' 2>&1)
+out2=$(clean_env NCCLGUARD_LIB="$LIBX" "$RRUN" --no-pyhook sh -c 'echo "${PYTHONPATH:-}"' 2>&1)
+out3=$(clean_env NCCLGUARD_LIB="$LIBX" PYTHONPATH=/keep "$RRUN" sh -c 'echo "${PYTHONPATH:-}"' 2>&1)
+hook=$(cd "$NG_ROOT/tools/python" 2>/dev/null && pwd -P)
+if [ -z "$hook" ]; then
+  if [ -z "$out" ] && [ -z "$out2" ]; then pass run-pyhook; else fail run-pyhook "no tools/python but PYTHONPATH='$out'"; fi
+elif [ "$out" = "$hook" ] && [ -z "$out2" ] && [ "$out3" = "$hook:/keep" ]; then pass run-pyhook
+else fail run-pyhook "got '$out' / '$out2' / '$out3', hook dir $hook"; fi
+
+# ---------------------------------------------------------------- ncclguard-doctor
+out=$("$DOC" --help 2>&1); rc=$?
+if [ $rc -eq 0 ] && echo "$out" | grep -q '^Usage: ncclguard-doctor'; then pass doctor-help; else fail doctor-help "rc=$rc"; fi
+
+no_needed() {
+  for f in "$DOC" "$REP"; do
+    if command -v readelf >/dev/null 2>&1; then d=$(readelf -d "$f"); else d=$(objdump -p "$f"); fi
+    echo "$d" | grep -E 'NEEDED.*(libcuda|libnccl|libcudart)' && return 1
+  done
+  return 0
+}
+check doctor-no-needed no_needed
+
+if [ -e "$FAKE/libcuda.so.1" ] && [ -e "$FAKE/libnccl.so.2" ]; then
+  out=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_CUDA_DEVICES=2 timeout 60 "$DOC" --no-python 2>&1); rc=$?
+  if [ $rc -eq 0 ] && echo "$out" | grep -Eq '^OK +nccl\.lib +'"$FAKE" && echo "$out" | grep -Eq '^OK +nccl\.version +NCCL 2\.28\.9' \
+     && echo "$out" | grep -Eq '^WARN +nccl\.null-comm' && echo "$out" | grep -Eq '^OK +cuda\.devices +2 devices' \
+     && echo "$out" | grep -Eq '^OK +gpu\.1 ' && ! echo "$out" | grep -Eq '^OK +gpu\.2 ' && echo "$out" | grep -Eq '^(OK|WARN) +gpu\.p2p'; then
+    pass doctor-fake
+  else fail doctor-fake "rc=$rc: $(echo "$out" | head -20 | tr '\n' '|')"; fi
+
+  out=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_NCCL_VERSION=23007 timeout 60 "$DOC" --no-python 2>&1); rc=$?
+  if [ $rc -eq 0 ] && echo "$out" | grep -Eq '^OK +nccl\.null-comm' && echo "$out" | grep -Eq '^OK +nccl\.graph-capture' \
+     && echo "$out" | grep -Eq '^OK +cuda\.devices +8 devices'; then pass doctor-fake-version
+  else fail doctor-fake-version "rc=$rc: $(echo "$out" | head -8 | tr '\n' '|')"; fi
+
+  out=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_NCCL_VERSION=22603 timeout 60 "$DOC" --no-python 2>&1); rc=$?
+  if [ $rc -eq 1 ] && echo "$out" | grep -Eq '^FAIL +nccl\.version .*2\.27'; then pass doctor-old-nccl
+  else fail doctor-old-nccl "rc=$rc: $(echo "$out" | head -4 | tr '\n' '|')"; fi
+
+  out=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_CUDA_DEVICES=2 timeout 60 "$DOC" --json 2>&1); rc=$?
+  if [ $rc -eq 0 ] && echo "$out" | python3 -m json.tool --json-lines >/dev/null 2>&1 \
+     && [ "$(echo "$out" | grep -c '^{"status":"\(OK\|WARN\|FAIL\)","check":')" -eq "$(echo "$out" | wc -l)" ]; then pass doctor-json
+  else fail doctor-json "rc=$rc: $(echo "$out" | head -3)"; fi
+
+  out=$(clean_env LD_LIBRARY_PATH="$FAKE" NCCL_WIN_ENABLE=0 NCCL_P2P_DISABLE=1 timeout 60 "$DOC" --no-python 2>&1); rc=$?
+  out2=$(clean_env LD_LIBRARY_PATH="$FAKE" NCCL_P2P_DISABLE=1 timeout 60 "$DOC" --no-python 2>&1); rc2=$?
+  out3=$(clean_env LD_LIBRARY_PATH="$FAKE" NCCL_P2P_DISABLE=1 timeout 60 "$DOC" --no-python --strict -q 2>&1); rc3=$?
+  printf 'NCCL_CUMEM_ENABLE=0\n' > "$T/home/.nccl.conf"
+  out4=$(clean_env LD_LIBRARY_PATH="$FAKE" timeout 60 "$DOC" --no-python 2>&1); rc4=$?
+  rm -f "$T/home/.nccl.conf"
+  if [ $rc -eq 1 ] && echo "$out" | grep -Eq '^FAIL +env\.NCCL_WIN_ENABLE' && echo "$out" | grep -Eq '^WARN +env\.NCCL_P2P_DISABLE' \
+     && [ $rc2 -eq 0 ] && [ $rc3 -eq 1 ] && ! echo "$out3" | grep -q '^OK ' \
+     && [ $rc4 -eq 1 ] && echo "$out4" | grep -Eq '^FAIL +env\.NCCL_CUMEM_ENABLE .*\.nccl\.conf'; then pass doctor-nccl-vars-and-exit
+  else fail doctor-nccl-vars-and-exit "rc=$rc/$rc2/$rc3/$rc4"; fi
+
+  out=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_CUDA_DEVICES=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 RANK=3 WORLD_SIZE=2 LOCAL_RANK=5 \
+        timeout 60 "$DOC" --no-python 2>&1); rc=$?
+  if [ $rc -eq 1 ] && echo "$out" | grep -Eq '^FAIL +launcher\.env .*RANK=3 is not below WORLD_SIZE=2' \
+     && echo "$out" | grep -Eq '^WARN +launcher\.gpu .*LOCAL_RANK=5' && echo "$out" | grep -Eq '^WARN +launcher\.master .*nothing listens'; then
+    pass doctor-rendezvous-bad
+  else fail doctor-rendezvous-bad "rc=$rc: $(echo "$out" | grep launcher | tr '\n' '|')"; fi
+
+  out=$(clean_env LD_LIBRARY_PATH="$FAKE" MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 RANK=0 timeout 60 "$DOC" --no-python 2>&1); rc=$?
+  if [ $rc -eq 1 ] && echo "$out" | grep -Eq '^FAIL +launcher\.env +missing: WORLD_SIZE,LOCAL_RANK'; then pass doctor-rendezvous-missing
+  else fail doctor-rendezvous-missing "rc=$rc: $(echo "$out" | grep launcher)"; fi
+
+  # a listener on a free port: the master port check passes
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+open(sys.argv[1], "w").write(str(s.getsockname()[1])); time.sleep(20)' "$T/port" &
+    lp=$!
+    i=0; while [ ! -s "$T/port" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    port=$(cat "$T/port" 2>/dev/null)
+    out=$(clean_env LD_LIBRARY_PATH="$FAKE" MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 \
+          FAKE_CUDA_DEVICES=2 timeout 60 "$DOC" --no-python 2>&1); rc=$?
+    kill "$lp" 2>/dev/null; wait "$lp" 2>/dev/null
+    if [ $rc -eq 0 ] && echo "$out" | grep -Eq '^OK +launcher\.env' && echo "$out" | grep -Eq '^OK +launcher\.master .*accepts'; then pass doctor-rendezvous-ok
+    else fail doctor-rendezvous-ok "rc=$rc port=$port: $(echo "$out" | grep launcher | tr '\n' '|')"; fi
+  fi
+else
+  fail doctor-fake "no fake libcuda.so.1/libnccl.so.2 in $FAKE (make testbins)"
+fi
+
+# no driver, no NCCL: says so, exits cleanly (status 1 = some FAIL, no crash)
+out=$(clean_env LD_LIBRARY_PATH="$T/empty" PYTHON="$T/empty/nopython" timeout 60 "$DOC" --nccl-lib "$T/empty/libnccl.so.2" --cuda-lib "$T/empty/libcuda.so.1" 2>&1); rc=$?
+out2=$(clean_env LD_LIBRARY_PATH="$T/empty" timeout 60 "$DOC" --json 2>&1); rc2=$?
+if [ $rc -eq 1 ] && echo "$out" | grep -Eq '^FAIL +nccl\.lib .*cannot be loaded' && echo "$out" | grep -Eq '^FAIL +cuda\.driver .*no NVIDIA driver' \
+   && echo "$out" | grep -Eq '^OK +python\.torch .*no Python interpreter' && echo "$out" | grep -q '^ncclguard-doctor: .* FAIL$' \
+   && [ $rc2 -le 1 ] && echo "$out2" | python3 -m json.tool --json-lines >/dev/null 2>&1; then pass doctor-no-libs
+else fail doctor-no-libs "rc=$rc rc2=$rc2: $(echo "$out" | head -5 | tr '\n' '|')"; fi
+
+clean_env "$DOC" --bogus >/dev/null 2>&1; rc=$?
+clean_env "$DOC" --connect-timeout x >/dev/null 2>&1; rc2=$?
+if [ $rc -eq 2 ] && [ $rc2 -eq 2 ]; then pass doctor-usage-error; else fail doctor-usage-error "rc=$rc/$rc2"; fi
+
+out=$(clean_env LD_LIBRARY_PATH="$T/empty" NCCLGUARD_LOG=loud NCCLGUARD_RETRYS=3 NCCLGUARD_AGREE=maybe timeout 60 "$DOC" --no-python 2>&1)
+if echo "$out" | grep -Eq '^WARN +env\.NCCLGUARD_LOG .*not one of' && echo "$out" | grep -Eq '^WARN +env\.NCCLGUARD_RETRYS .*unknown' \
+   && echo "$out" | grep -Eq '^WARN +env\.NCCLGUARD_AGREE .*not a boolean'; then pass doctor-ncclguard-vars
+else fail doctor-ncclguard-vars "$(echo "$out" | grep NCCLGUARD | tr '\n' '|')"; fi
+
+# ---------------------------------------------------------------- ncclguard-report
+out=$("$REP" --help 2>&1); rc=$?
+if [ $rc -eq 0 ] && echo "$out" | grep -q '^Usage: ncclguard-report'; then pass report-help; else fail report-help "rc=$rc"; fi
+
+out=$("$REP" "$LOGS/clean" 2>&1); rc=$?
+if [ $rc -eq 0 ] && echo "$out" | grep -q '2 files, .* 1 communicator, 3 windows, 0 divergent, 0 stuck, 0 error lines' \
+   && echo "$out" | grep -Eq '^ +1 +2 +0 +0 +0 +0 +0 +0 +17\.0ms / 17\.2ms / 17\.5ms +ok$' && echo "$out" | grep -q '^no errors'; then pass report-clean
+else fail report-clean "rc=$rc: $(echo "$out" | tr '\n' '|')"; fi
+
+out=$("$REP" "$LOGS/divergent" 2>&1); rc=$?
+if [ $rc -eq 1 ] && echo "$out" | grep -q '1 divergent' && echo "$out" | grep -q 'seq 2: error 0 | missing 1$' \
+   && echo "$out" | grep -q '^first error: rank 0 .* seq 2' && echo "$out" | grep -q 'reason=timeout' \
+   && echo "$out" | grep -q 'msg: registration refused on every rank (timeout)'; then pass report-divergent
+else fail report-divergent "rc=$rc: $(echo "$out" | tr '\n' '|')"; fi
+
+# JSON lines: the retry counted, the rank whose own check failed named first (not its peer), msg unescaped
+out=$("$REP" "$LOGS/json" 2>&1); rc=$?
+if [ $rc -eq 1 ] && echo "$out" | grep -Eq '^ +0 +2 +1 +0 +0 ' && echo "$out" | grep -Eq '^ +1 +0 +0 +0 +2 .*failed \(all ranks\)' \
+   && echo "$out" | grep -q '^first error: rank 1 ' && echo "$out" | grep -q 'reason=not_vmm' \
+   && echo "$out" | grep -q 'msg: .*(cudaMalloc?) allocate it with ncclMemAlloc' && echo "$out" | grep -q 'diagnosis: .*VMM'; then pass report-jsonl
+else fail report-jsonl "rc=$rc: $(echo "$out" | tr '\n' '|')"; fi
+
+ok=1
+for d in clean divergent json; do
+  "$REP" --json "$LOGS/$d" > "$T/rep.json" 2>&1
+  python3 -m json.tool "$T/rep.json" >/dev/null 2>&1 || { ok=0; fail report-json-output "$d: $(head -c 300 "$T/rep.json")"; }
+done
+if [ $ok = 1 ] && python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+w = d["comms"][0]["windows"][2]
+assert d["divergent"] == 1 and w["status"] == "divergent" and w["rank_decisions"] == {"error": "0", "missing": "1"}, d
+assert d["first_error"]["reason"] == "timeout" and d["status"] == "problems"
+' "$("$REP" --json "$LOGS/divergent" > "$T/div.json"; echo "$T/div.json")" 2>"$T/py.err"; then pass report-json-output
+elif [ $ok = 1 ]; then fail report-json-output "$(cat "$T/py.err" | tail -2)"; fi
+
+out=$(cat "$LOGS"/divergent/*.log | "$REP" -q 2>&1); rc=$?
+out2=$(cat "$LOGS"/clean/*.log | "$REP" -q - 2>&1); rc2=$?
+out3=$("$REP" -q - < "$LOGS/clean/ncclguard.node0.4242.0.log" 2>&1); rc3=$?
+if [ $rc -eq 1 ] && echo "$out" | grep -q 'seq 2: error 0 | missing 1' && ! echo "$out" | grep -q '^comm ' && [ $rc2 -eq 0 ] \
+   && [ $rc3 -eq 1 ] && echo "$out3" | grep -q 'seq 0-2: register 0 | missing 1$'; then pass report-stdin
+else fail report-stdin "rc=$rc rc2=$rc2: $(echo "$out" | tr '\n' '|')"; fi
+
+"$REP" --frob "$LOGS/clean" >/dev/null 2>&1; rc=$?
+"$REP" "$T/no-such-dir" >/dev/null 2>&1; rc2=$?
+if [ $rc -eq 2 ] && [ $rc2 -eq 2 ]; then pass report-usage-error; else fail report-usage-error "rc=$rc/$rc2"; fi
+
+# 4096 ranks x 50 windows, rank 1234 never reaches seq 37: found, named, in a few seconds
+mkdir -p "$T/big"
+awk -v dir="$T/big" -v N=4096 -v W=50 'BEGIN {
+  cid = "c0ffee0123456789"
+  for (r = 0; r < N; r++) {
+    h = "node" int(r / 8); pid = 10000 + r; d = r % 8
+    f = sprintf("%s/ncclguard.%s.%d.%d.log", dir, h, pid, r)
+    printf "%s:%d:%d [%d] NCCLGUARD INFO fn=ncclCommInitRankConfig comm=0x55d0c0a1b2c0 cid=%s rank=%d nranks=%d blocking=1 state=ready result=ncclSuccess us=412345.0 decision=pass reason=ok\n", h, pid, pid, d, cid, r, N > f
+    for (s = 0; s < W; s++) {
+      if (r == 1234 && s >= 37) break
+      printf "%s:%d:%d [%d] NCCLGUARD INFO fn=ncclCommWindowRegister comm=0x55d0c0a1b2c0 cid=%s rank=%d nranks=%d buff=0x7f1200000000 size=1048576 flags=1 win=0x4a2000d048 seq=%d result=ncclSuccess us=%.1f decision=register reason=ok msg=\"registered\"\n", h, pid, pid, d, cid, r, N, s, 16000 + ((r * 7 + s * 13) % 5000) > f
+    }
+    close(f)
+  }
+}'
+t0=$(date +%s%N)
+out=$("$REP" "$T/big" 2>&1); rc=$?
+t1=$(date +%s%N)
+ms=$(( (t1 - t0) / 1000000 ))
+if [ $rc -eq 1 ] && echo "$out" | grep -q '^ncclguard-report: 4096 files, .* 50 windows, 13 divergent' \
+   && echo "$out" | grep -q 'seq 37-49: register 0-1233,1235-4095 | missing 1234$' && [ "$ms" -lt 10000 ]; then
+  pass "report-4096-ranks (${ms} ms)"
+else fail report-4096-ranks "rc=$rc ${ms} ms: $(echo "$out" | head -3 | tr '\n' '|')"; fi

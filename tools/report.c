@@ -1,0 +1,933 @@
+/* ncclguard-report: reads the per-rank logs of one job (text or JSON lines, docs/DESIGN.md
+ * "Log format") and prints, per communicator and window, what each rank did, the windows
+ * where ranks decided differently (the signature of a hang), and the first error. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uthash.h>
+
+static const char *usage_text =
+    "Usage: ncclguard-report [options] [FILE|DIR|-]...\n"
+    "\n"
+    "Reads ncclguard logs (text or JSON lines, mixed freely; other lines are skipped) from\n"
+    "files, directories (every *.log and *.jsonl below them) or standard input (no argument\n"
+    "or '-'), and prints per communicator (cid) and window (seq) how many ranks registered,\n"
+    "retried, degraded, failed or have no line at all, with min/median/max duration; the\n"
+    "windows where ranks decided differently or some ranks never arrived (the signature of\n"
+    "a hang), with those ranks; and the first error with a diagnosis.\n"
+    "\n"
+    "The logs must be written at NCCLGUARD_LOG=info or trace (ncclguard-run --log-dir does\n"
+    "that): at the default level, warn, successful registrations are not logged.\n"
+    "\n"
+    "Options:\n"
+    "  --json         one JSON document instead of text\n"
+    "  -q, --quiet    only the summary line, the divergent windows and the first error\n"
+    "  -h, --help     this text\n"
+    "\n"
+    "Exit status: 0 nothing divergent and no error, 1 divergent windows or errors,\n"
+    "2 usage error or unreadable input.\n";
+
+/* ---- decisions ---- */
+
+enum { D_NONE, D_REGISTER, D_DEGRADE, D_ERROR, D_PASS, D_STUCK, D_MISSING, D_N };
+static const char *dname[D_N] = {"none", "register", "degrade", "error", "pass", "stuck", "missing"};
+
+/* ---- tables ---- */
+
+typedef struct {
+  uint8_t seen, dec, retried;
+  double us;
+} rank_rec;
+
+typedef struct {
+  uint64_t cid;
+  int64_t seq;
+} wkey;
+
+typedef struct window {
+  wkey key;
+  rank_rec *r;
+  int cap; /* entries in r */
+  UT_hash_handle hh;
+} window;
+
+typedef struct comm {
+  uint64_t cid;
+  int nranks;   /* largest nranks logged, 0 unknown */
+  int max_rank; /* largest rank seen */
+  uint8_t *seen; /* ranks with any line for this comm */
+  int seen_cap;
+  int order; /* first appearance */
+  UT_hash_handle hh;
+} comm;
+
+static window *windows;
+static comm *comms;
+static int n_comms;
+
+#define MAX_RANK (1 << 24)
+
+static int grow(void **p, int *cap, int need, size_t elem) {
+  if (need <= *cap) return 1;
+  int n = *cap ? *cap : 16;
+  while (n < need) n *= 2;
+  void *q = realloc(*p, (size_t)n * elem);
+  if (!q) return 0;
+  memset((char *)q + (size_t)*cap * elem, 0, (size_t)(n - *cap) * elem);
+  *p = q;
+  *cap = n;
+  return 1;
+}
+
+static comm *get_comm(uint64_t cid) {
+  comm *c;
+  HASH_FIND(hh, comms, &cid, sizeof cid, c);
+  if (!c) {
+    c = calloc(1, sizeof *c);
+    if (!c) { perror("ncclguard-report"); exit(2); }
+    c->cid = cid;
+    c->max_rank = -1;
+    c->order = n_comms++;
+    HASH_ADD(hh, comms, cid, sizeof c->cid, c);
+  }
+  return c;
+}
+
+static window *get_window(uint64_t cid, int64_t seq) {
+  wkey k;
+  memset(&k, 0, sizeof k);
+  k.cid = cid;
+  k.seq = seq;
+  window *w;
+  HASH_FIND(hh, windows, &k, sizeof k, w);
+  if (!w) {
+    w = calloc(1, sizeof *w);
+    if (!w) { perror("ncclguard-report"); exit(2); }
+    w->key = k;
+    HASH_ADD(hh, windows, key, sizeof w->key, w);
+  }
+  return w;
+}
+
+/* ---- one parsed line ---- */
+
+typedef struct {
+  const char *p;
+  int n;
+} slice;
+
+typedef struct {
+  slice host, level, fn, cid, result, decision, reason, msg;
+  int msg_json; /* msg is a JSON string body (escapes \n, \uXXXX) rather than a text one */
+  long pid, rank, nranks, attempt, bad_rank;
+  int64_t seq;
+  double us, ts;
+  int has_ts;
+} event;
+
+static int seq_eq(slice s, const char *lit) {
+  size_t n = strlen(lit);
+  return (size_t)s.n == n && memcmp(s.p, lit, n) == 0;
+}
+
+static long slice_long(slice s, long dflt) {
+  if (s.n <= 0 || s.n > 30) return dflt;
+  char b[32];
+  memcpy(b, s.p, (size_t)s.n);
+  b[s.n] = 0;
+  char *e;
+  errno = 0;
+  long v = strtol(b, &e, 10);
+  if (errno || e == b) return dflt;
+  return v;
+}
+
+static double slice_double(slice s, double dflt) {
+  if (s.n <= 0 || s.n > 40) return dflt;
+  char b[48];
+  memcpy(b, s.p, (size_t)s.n);
+  b[s.n] = 0;
+  char *e;
+  double v = strtod(b, &e);
+  return e == b ? dflt : v;
+}
+
+static int slice_hex(slice s, uint64_t *out) {
+  const char *p = s.p;
+  int n = s.n;
+  if (n > 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) p += 2, n -= 2;
+  if (n <= 0 || n > 16) return 0;
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++) {
+    char c = p[i];
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return 0;
+    v = v << 4 | (uint64_t)d;
+  }
+  *out = v;
+  return 1;
+}
+
+/* key -> field; unknown keys are ignored */
+static void set_field(event *e, const char *k, int kn, slice v) {
+#define K(lit) (kn == (int)sizeof(lit) - 1 && memcmp(k, lit, sizeof(lit) - 1) == 0)
+  if (K("fn")) e->fn = v;
+  else if (K("cid")) e->cid = v;
+  else if (K("rank")) e->rank = slice_long(v, -1);
+  else if (K("nranks")) e->nranks = slice_long(v, -1);
+  else if (K("seq")) e->seq = slice_long(v, -1);
+  else if (K("result")) e->result = v;
+  else if (K("us")) e->us = slice_double(v, -1);
+  else if (K("decision")) e->decision = v;
+  else if (K("reason")) e->reason = v;
+  else if (K("attempt")) e->attempt = slice_long(v, 0);
+  else if (K("bad_rank")) e->bad_rank = slice_long(v, -1);
+  else if (K("msg")) e->msg = v;
+  else if (K("level")) e->level = v;
+  else if (K("host")) e->host = v;
+  else if (K("pid")) e->pid = slice_long(v, -1);
+  else if (K("ts")) { e->ts = slice_double(v, 0); e->has_ts = 1; }
+#undef K
+}
+
+static void event_init(event *e) {
+  memset(e, 0, sizeof *e);
+  e->pid = e->rank = e->nranks = e->bad_rank = -1;
+  e->seq = -1;
+  e->us = -1;
+}
+
+/* host:pid:tid [dev] NCCLGUARD LEVEL key=value ... msg="..." */
+static int parse_text(const char *s, const char *end, event *e) {
+  const char *tag = memmem(s, (size_t)(end - s), " NCCLGUARD ", 11);
+  if (!tag) return 0;
+  /* host and pid from the prefix */
+  const char *c1 = memchr(s, ':', (size_t)(tag - s));
+  if (c1) {
+    e->host = (slice){s, (int)(c1 - s)};
+    const char *c2 = memchr(c1 + 1, ':', (size_t)(tag - c1 - 1));
+    if (c2) e->pid = slice_long((slice){c1 + 1, (int)(c2 - c1 - 1)}, -1);
+  }
+  const char *p = tag + 11;
+  const char *l = p;
+  while (p < end && *p != ' ') p++;
+  e->level = (slice){l, (int)(p - l)};
+  while (p < end) {
+    while (p < end && *p == ' ') p++;
+    if (p >= end) break;
+    const char *k = p;
+    while (p < end && *p != '=' && *p != ' ') p++;
+    if (p >= end || *p != '=') continue; /* a bare word: skip it */
+    int kn = (int)(p - k);
+    p++;
+    slice v;
+    if (p < end && *p == '"') {
+      const char *b = ++p;
+      while (p < end && *p != '"') {
+        if (*p == '\\' && p + 1 < end) p++;
+        p++;
+      }
+      v = (slice){b, (int)(p - b)};
+      if (p < end) p++;
+    } else {
+      const char *b = p;
+      while (p < end && *p != ' ') p++;
+      v = (slice){b, (int)(p - b)};
+    }
+    set_field(e, k, kn, v);
+  }
+  return 1;
+}
+
+/* a flat JSON object; nested values are skipped */
+static const char *json_skip_string(const char *p, const char *end) {
+  /* p after the opening quote; returns the closing quote */
+  while (p < end && *p != '"') {
+    if (*p == '\\' && p + 1 < end) p++;
+    p++;
+  }
+  return p;
+}
+
+static int parse_json(const char *s, const char *end, event *e) {
+  const char *p = s;
+  while (p < end && (*p == ' ' || *p == '\t')) p++;
+  if (p >= end || *p != '{') return 0;
+  p++;
+  int any = 0;
+  for (;;) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == ',')) p++;
+    if (p >= end || *p == '}') break;
+    if (*p != '"') return any;
+    const char *k = p + 1;
+    p = json_skip_string(k, end);
+    if (p >= end) return any;
+    int kn = (int)(p - k);
+    p++;
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    if (p >= end || *p != ':') return any;
+    p++;
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    if (p >= end) return any;
+    slice v;
+    int is_str = 0;
+    if (*p == '"') {
+      const char *b = p + 1;
+      p = json_skip_string(b, end);
+      v = (slice){b, (int)(p - b)};
+      is_str = 1;
+      if (p < end) p++;
+    } else if (*p == '{' || *p == '[') {
+      int depth = 0;
+      while (p < end) {
+        if (*p == '"') p = json_skip_string(p + 1, end);
+        else if (*p == '{' || *p == '[') depth++;
+        else if (*p == '}' || *p == ']') {
+          if (--depth == 0) { p++; break; }
+        }
+        p++;
+      }
+      continue;
+    } else {
+      const char *b = p;
+      while (p < end && *p != ',' && *p != '}' && *p != ' ') p++;
+      v = (slice){b, (int)(p - b)};
+      if (v.n == 4 && memcmp(v.p, "null", 4) == 0) continue;
+    }
+    set_field(e, k, kn, v);
+    if (is_str && kn == 3 && memcmp(k, "msg", 3) == 0) e->msg_json = 1;
+    any = 1;
+  }
+  return any;
+}
+
+/* ---- the first error ---- */
+
+typedef struct {
+  int set;
+  int has_ts, peerish;
+  double ts;
+  int64_t seq;
+  int file_idx;
+  long line;
+  char file[1024];
+  char host[128], level[16], fn[64], cid[24], result[48], decision[24], reason[48], msg[1024];
+  long pid, rank, bad_rank;
+} first_error;
+
+static first_error ferr, fdegrade;
+static long n_error_lines;
+
+static void copy_slice(char *dst, size_t n, slice s) {
+  size_t k = (size_t)s.n < n - 1 ? (size_t)s.n : n - 1;
+  if (s.p) memcpy(dst, s.p, k);
+  else k = 0;
+  dst[k] = 0;
+}
+
+/* unescape a JSON or text string body into dst */
+static void copy_unescaped(char *dst, size_t n, slice s) {
+  size_t o = 0;
+  for (int i = 0; i < s.n && o + 1 < n; i++) {
+    char c = s.p[i];
+    if (c == '\\' && i + 1 < s.n) {
+      char d = s.p[++i];
+      switch (d) {
+        case 'n': c = ' '; break;
+        case 't': c = ' '; break;
+        case 'r': c = ' '; break;
+        case 'x':
+          if (i + 2 < s.n) {
+            unsigned x = 0;
+            sscanf(s.p + i + 1, "%2x", &x);
+            i += 2;
+          }
+          c = ' ';
+          break;
+        case 'u':
+          if (i + 4 < s.n) {
+            unsigned x = 0;
+            sscanf(s.p + i + 1, "%4x", &x);
+            i += 4;
+            c = x < 0x80 && x >= 0x20 ? (char)x : '?';
+          } else c = '?';
+          break;
+        default: c = d;
+      }
+    }
+    dst[o++] = c;
+  }
+  dst[o] = 0;
+}
+
+/* a before b? (see the README: the earliest by timestamp; without timestamps, a rank's own
+ * failure before one reported by its peers or a timeout, then the lowest seq, then input order) */
+static int earlier(const first_error *a, const first_error *b) {
+  if (a->has_ts && b->has_ts && a->ts != b->ts) return a->ts < b->ts;
+  if (a->peerish != b->peerish) return a->peerish < b->peerish;
+  if (!(a->has_ts && b->has_ts) && a->seq != b->seq) return a->seq < b->seq;
+  if (a->file_idx != b->file_idx) return a->file_idx < b->file_idx;
+  return a->line < b->line;
+}
+
+static void consider(first_error *best, const event *e, const char *file, int file_idx, long line) {
+  first_error c;
+  memset(&c, 0, sizeof c);
+  c.has_ts = e->has_ts;
+  c.ts = e->ts;
+  c.seq = e->seq;
+  c.file_idx = file_idx;
+  c.line = line;
+  c.peerish = (e->reason.n >= 5 && memcmp(e->reason.p, "peer_", 5) == 0) || seq_eq(e->reason, "timeout");
+  if (best->set && !earlier(&c, best)) return;
+  snprintf(c.file, sizeof c.file, "%s", file);
+  copy_slice(c.host, sizeof c.host, e->host);
+  copy_slice(c.level, sizeof c.level, e->level);
+  copy_slice(c.fn, sizeof c.fn, e->fn);
+  copy_slice(c.cid, sizeof c.cid, e->cid);
+  copy_slice(c.result, sizeof c.result, e->result);
+  copy_slice(c.decision, sizeof c.decision, e->decision);
+  copy_slice(c.reason, sizeof c.reason, e->reason);
+  copy_unescaped(c.msg, sizeof c.msg, e->msg);
+  c.pid = e->pid;
+  c.rank = e->rank;
+  c.bad_rank = e->bad_rank;
+  c.set = 1;
+  *best = c;
+}
+
+/* ---- feeding events into the tables ---- */
+
+static long n_lines, n_events, n_files;
+
+static int is_window_fn(slice fn) {
+  if (fn.n == 0) return 0;
+  if (seq_eq(fn, "agree") || seq_eq(fn, "warmup")) return 1;
+  return memmem(fn.p, (size_t)fn.n, "WindowRegister", 14) && !memmem(fn.p, (size_t)fn.n, "Deregister", 10);
+}
+
+static int decision_of(slice d) {
+  if (seq_eq(d, "register")) return D_REGISTER;
+  if (seq_eq(d, "degrade")) return D_DEGRADE;
+  if (seq_eq(d, "error")) return D_ERROR;
+  if (seq_eq(d, "pass") || seq_eq(d, "noop")) return D_PASS;
+  return D_NONE; /* retry, deferred, internal, none */
+}
+
+static void feed(const event *e, const char *file, int file_idx, long line) {
+  n_events++;
+  int bad_result = e->result.n > 0 && !seq_eq(e->result, "ncclSuccess");
+  int warnish = seq_eq(e->level, "WARN") || seq_eq(e->level, "ERROR") || seq_eq(e->level, "warn") || seq_eq(e->level, "error");
+  if ((warnish && bad_result) || seq_eq(e->decision, "error")) {
+    n_error_lines++;
+    consider(&ferr, e, file, file_idx, line);
+  } else if (seq_eq(e->decision, "degrade")) {
+    consider(&fdegrade, e, file, file_idx, line);
+  }
+  if (seq_eq(e->decision, "internal")) return; /* NCCL's own call */
+  uint64_t cid;
+  if (e->cid.n == 0 || !slice_hex(e->cid, &cid) || cid == 0) return; /* cid 0: no communicator (NULL comm) */
+  if (seq_eq(e->fn, "summary")) return;
+  comm *c = get_comm(cid);
+  if (e->nranks > 0 && e->nranks <= MAX_RANK && e->nranks > c->nranks) c->nranks = (int)e->nranks;
+  if (e->rank < 0 || e->rank >= MAX_RANK) return;
+  int r = (int)e->rank;
+  if (r > c->max_rank) c->max_rank = r;
+  if (!grow((void **)&c->seen, &c->seen_cap, r + 1, 1)) { perror("ncclguard-report"); exit(2); }
+  c->seen[r] = 1;
+  if (e->seq < 0 || !is_window_fn(e->fn)) return;
+  window *w = get_window(cid, e->seq);
+  if (!grow((void **)&w->r, &w->cap, r + 1, sizeof(rank_rec))) { perror("ncclguard-report"); exit(2); }
+  rank_rec *rr = &w->r[r];
+  if (!rr->seen) rr->us = -1;
+  rr->seen = 1;
+  if (seq_eq(e->decision, "retry") || e->attempt > 1) rr->retried = 1;
+  int d = decision_of(e->decision);
+  if (d != D_NONE) {
+    rr->dec = (uint8_t)d;
+    rr->us = e->us;
+  } else if (rr->dec == D_NONE && e->us > rr->us) {
+    rr->us = e->us;
+  }
+}
+
+static void parse_buffer(char *buf, size_t len, const char *file, int file_idx) {
+  char *p = buf, *end = buf + len;
+  long line = 0;
+  while (p < end) {
+    char *nl = memchr(p, '\n', (size_t)(end - p));
+    char *le = nl ? nl : end;
+    line++;
+    n_lines++;
+    event e;
+    event_init(&e);
+    const char *q = p;
+    while (q < le && (*q == ' ' || *q == '\t')) q++;
+    int ok = (q < le && *q == '{') ? parse_json(q, le, &e) : parse_text(p, le, &e);
+    if (ok) feed(&e, file, file_idx, line);
+    p = nl ? nl + 1 : end;
+  }
+}
+
+static char *rbuf;
+static size_t rcap;
+
+static int read_fd(int fd, size_t *len) {
+  *len = 0;
+  for (;;) {
+    if (*len + 65536 > rcap) {
+      size_t n = rcap ? rcap * 2 : 1 << 20;
+      while (n < *len + 65536) n *= 2;
+      char *q = realloc(rbuf, n);
+      if (!q) return -1;
+      rbuf = q;
+      rcap = n;
+    }
+    ssize_t got = read(fd, rbuf + *len, rcap - *len);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return -1;
+    if (got == 0) return 0;
+    *len += (size_t)got;
+  }
+}
+
+static int read_errors;
+
+static void read_file(const char *path) {
+  int fd = strcmp(path, "-") == 0 ? 0 : open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    fprintf(stderr, "ncclguard-report: %s: %s\n", path, strerror(errno));
+    read_errors++;
+    return;
+  }
+  size_t len;
+  if (read_fd(fd, &len) != 0) {
+    fprintf(stderr, "ncclguard-report: %s: %s\n", path, strerror(errno));
+    read_errors++;
+  } else {
+    parse_buffer(rbuf, len, strcmp(path, "-") == 0 ? "<stdin>" : path, (int)n_files);
+    n_files++;
+  }
+  if (fd != 0) close(fd);
+}
+
+static int has_suffix(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void read_dir(const char *path, int depth) {
+  DIR *d = opendir(path);
+  if (!d) {
+    fprintf(stderr, "ncclguard-report: %s: %s\n", path, strerror(errno));
+    read_errors++;
+    return;
+  }
+  char **names = NULL;
+  int n = 0, cap = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.') continue;
+    if (!grow((void **)&names, &cap, n + 1, sizeof *names)) break;
+    names[n++] = strdup(de->d_name);
+  }
+  closedir(d);
+  qsort(names, (size_t)n, sizeof *names, cmp_str); /* stable input order: stable "first" */
+  for (int i = 0; i < n; i++) {
+    char full[4096];
+    snprintf(full, sizeof full, "%s/%s", path, names[i]);
+    struct stat st;
+    if (stat(full, &st) == 0) {
+      if (S_ISDIR(st.st_mode) && depth < 16) read_dir(full, depth + 1);
+      else if (S_ISREG(st.st_mode) && (has_suffix(names[i], ".log") || has_suffix(names[i], ".jsonl"))) read_file(full);
+    }
+    free(names[i]);
+  }
+  free(names);
+}
+
+/* ---- output ---- */
+
+static int opt_json, opt_quiet;
+
+/* rank list of the ranks r < n with cls[r] == want, as "0-3,7"; at most `max` characters */
+static void rank_list(char *out, size_t max, const uint8_t *cls, int n, int want) {
+  size_t o = 0;
+  int count = 0, shown = 0;
+  out[0] = 0;
+  for (int r = 0; r < n; r++) {
+    if (cls[r] != want) continue;
+    int s = r;
+    while (r + 1 < n && cls[r + 1] == want) r++;
+    count += r - s + 1;
+    char item[32];
+    if (r == s) snprintf(item, sizeof item, "%d", s);
+    else snprintf(item, sizeof item, "%d-%d", s, r);
+    if (o + strlen(item) + 24 < max) {
+      o += (size_t)snprintf(out + o, max - o, "%s%s", shown ? "," : "", item);
+      shown += r - s + 1;
+    }
+  }
+  if (shown < count) snprintf(out + o, max - o, ",... (%d ranks)", count);
+}
+
+typedef struct {
+  window *w;
+  comm *c;
+  int n; /* ranks considered */
+  int cnt[D_N];
+  int retried;
+  double mn, med, mx;
+  int timed;
+  int status; /* 0 ok, 1 divergent, 2 stuck */
+  uint8_t *cls;
+} wsum;
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int cmp_wsum(const void *a, const void *b) {
+  const wsum *x = a, *y = b;
+  if (x->c->order != y->c->order) return x->c->order - y->c->order;
+  return x->w->key.seq < y->w->key.seq ? -1 : x->w->key.seq > y->w->key.seq;
+}
+
+static void summarize(wsum *s, double *tmp) {
+  window *w = s->w;
+  comm *c = s->c;
+  int n = c->nranks > 0 ? c->nranks : c->max_rank + 1;
+  if (w->cap > n) {
+    for (int r = n; r < w->cap; r++)
+      if (w->r[r].seen) n = r + 1; /* a rank beyond nranks: count it anyway */
+  }
+  s->n = n;
+  s->cls = calloc((size_t)n + 1, 1);
+  if (!s->cls) { perror("ncclguard-report"); exit(2); }
+  int nt = 0;
+  for (int r = 0; r < n; r++) {
+    rank_rec *rr = r < w->cap ? &w->r[r] : NULL;
+    int k;
+    if (!rr || !rr->seen) k = D_MISSING;
+    else if (rr->dec == D_NONE) k = D_STUCK;
+    else k = rr->dec;
+    s->cls[r] = (uint8_t)k;
+    s->cnt[k]++;
+    if (rr && rr->retried) s->retried++;
+    if (rr && rr->seen && rr->us >= 0) tmp[nt++] = rr->us;
+  }
+  s->timed = nt;
+  if (nt) {
+    qsort(tmp, (size_t)nt, sizeof *tmp, cmp_double);
+    s->mn = tmp[0];
+    s->mx = tmp[nt - 1];
+    s->med = nt % 2 ? tmp[nt / 2] : (tmp[nt / 2 - 1] + tmp[nt / 2]) / 2;
+  }
+  int classes = 0;
+  for (int k = 1; k < D_N; k++)
+    if (s->cnt[k]) classes++;
+  s->status = classes > 1 ? 1 : (s->cnt[D_STUCK] == n ? 2 : 0);
+}
+
+static const char *diagnosis(const char *reason, const char *result) {
+  const char *r = strncmp(reason, "peer_", 5) == 0 ? reason + 5 : reason;
+  static const struct {
+    const char *key, *text;
+  } t[] = {
+      {"null_comm", "the communicator is NULL: PyTorch creates NCCL communicators lazily, at the first collective; pass device_id= to init_process_group (eager), or run a barrier/all_reduce on the group before registering windows"},
+      {"null_win", "the win argument is NULL: a bug in the caller"},
+      {"null_buff", "the buffer is NULL: a bug in the caller (or an allocation that failed)"},
+      {"zero_size", "size 0: a bug in the caller"},
+      {"comm_destroyed", "the communicator was already destroyed: register (and deregister) before ncclCommDestroy"},
+      {"not_ready", "the non-blocking communicator had not finished initialising: wait until ncclCommGetAsyncError returns ncclSuccess (ncclguard waits up to NCCLGUARD_TIMEOUT)"},
+      {"not_device", "the buffer is not GPU memory: allocate it with ncclMemAlloc"},
+      {"wrong_device", "the buffer lives on another GPU than the communicator: allocate it on the communicator's device"},
+      {"not_vmm", "the buffer does not come from the CUDA VMM API (cudaMalloc?): allocate it with ncclMemAlloc (or cuMemCreate/cuMemMap)"},
+      {"misaligned", "the buffer's offset in its allocation is not a multiple of 4096 (NCCL 2.28), or base/size not 2 MiB aligned (2.27): register the allocation's base"},
+      {"out_of_range", "buffer + size runs past the end of its allocation"},
+      {"capturing", "registration during CUDA graph capture: register before capture starts (NCCL fixed it in 2.30.7)"},
+      {"has_devcomm", "a device communicator already exists on this communicator: register windows before ncclDevCommCreate"},
+      {"degraded_windows", "some windows of this communicator were degraded (NULL): device code cannot use them; fix the degraded registrations first"},
+      {"nccl_error", "NCCL itself returned an error: rerun with NCCL_DEBUG=WARN to see NCCL's reason"},
+      {"null_window", "NCCL returned success with a NULL window: the communicator has no symmetric support (GPUs without P2P, NCCL_WIN_ENABLE=0, NCCL_CUMEM_ENABLE=0): run ncclguard-doctor"},
+      {"timeout", "a rank waited NCCLGUARD_TIMEOUT seconds for the others: some rank never reached this registration; the divergent windows above name it"},
+      {"no_symbol", "the real NCCL lacks this function: NCCL too old (windows need 2.27+); run ncclguard-doctor"},
+  };
+  for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+    if (!strcmp(r, t[i].key)) return t[i].text;
+  static const struct {
+    const char *key, *text;
+  } u[] = {
+      {"ncclUnhandledCudaError", "a CUDA call inside NCCL failed: typically a non-VMM (cudaMalloc) buffer or registration during graph capture; NCCL_DEBUG=WARN shows which"},
+      {"ncclSystemError", "a system call failed (shared memory, sockets, file descriptors): check /dev/shm size and ulimits"},
+      {"ncclInternalError", "NCCL internal error: the communicator may be damaged by an earlier failure; look at the ranks' first errors"},
+      {"ncclInvalidArgument", "NCCL rejected an argument: NULL communicator, buffer or window, or a misaligned buffer"},
+      {"ncclInvalidUsage", "invalid usage: e.g. a non-blocking communicator still initialising, or a missing NCCL function"},
+      {"ncclRemoteError", "a peer failed or disconnected: look at the other ranks' logs"},
+      {"ncclInProgress", "a non-blocking operation had not completed"},
+  };
+  for (size_t i = 0; i < sizeof u / sizeof *u; i++)
+    if (!strcmp(result, u[i].key)) return u[i].text;
+  return "see msg; rerun with NCCLGUARD_LOG=trace and NCCL_DEBUG=WARN for details";
+}
+
+static void json_str(const char *s) {
+  putchar('"');
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\') printf("\\%c", *p);
+    else if (*p < 0x20) printf("\\u%04x", *p);
+    else putchar(*p);
+  }
+  putchar('"');
+}
+
+static void fmt_us(char *b, size_t n, double v) {
+  if (v >= 1e6) snprintf(b, n, "%.2fs", v / 1e6);
+  else if (v >= 1e4) snprintf(b, n, "%.1fms", v / 1e3);
+  else snprintf(b, n, "%.0fus", v);
+}
+
+/* the classes present in a window, largest first, "register 0,2-7 | missing 1" */
+static void decision_lists(const wsum *s, char *out, size_t max, const char *sep) {
+  int order[D_N], n = 0;
+  for (int k = 1; k < D_N; k++)
+    if (s->cnt[k]) order[n++] = k;
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (s->cnt[order[j]] > s->cnt[order[i]]) { int t = order[i]; order[i] = order[j]; order[j] = t; }
+  size_t o = 0;
+  out[0] = 0;
+  for (int i = 0; i < n && o < max; i++) {
+    char l[512];
+    rank_list(l, sizeof l, s->cls, s->n, order[i]);
+    o += (size_t)snprintf(out + o, max - o, "%s%s %s", i ? sep : "", dname[order[i]], l);
+  }
+}
+
+static void print_first(const char *title, const first_error *f) {
+  printf("\n%s: rank %ld (host %s, pid %ld)", title, f->rank, f->host[0] ? f->host : "?", f->pid);
+  if (f->cid[0]) printf(" comm %s", f->cid);
+  if (f->seq >= 0) printf(" seq %lld", (long long)f->seq);
+  printf("\n  fn=%s result=%s decision=%s reason=%s", f->fn[0] ? f->fn : "-", f->result[0] ? f->result : "-",
+         f->decision[0] ? f->decision : "-", f->reason[0] ? f->reason : "-");
+  if (f->bad_rank >= 0) printf(" bad_rank=%ld", f->bad_rank);
+  printf("\n  msg: %s\n  at: %s:%ld\n  diagnosis: %s\n", f->msg[0] ? f->msg : "-", f->file, f->line, diagnosis(f->reason, f->result));
+  if (f->bad_rank >= 0 && f->bad_rank != f->rank)
+    printf("  the check failed on rank %ld first: read that rank's log\n", f->bad_rank);
+}
+
+static void json_first(const first_error *f) {
+  if (!f->set) { printf("null"); return; }
+  printf("{\"file\":");
+  json_str(f->file);
+  printf(",\"line\":%ld,\"host\":", f->line);
+  json_str(f->host);
+  printf(",\"pid\":%ld,\"rank\":%ld,\"level\":", f->pid, f->rank);
+  json_str(f->level);
+  printf(",\"fn\":");
+  json_str(f->fn);
+  printf(",\"cid\":");
+  json_str(f->cid);
+  printf(",\"seq\":%lld,\"result\":", (long long)f->seq);
+  json_str(f->result);
+  printf(",\"decision\":");
+  json_str(f->decision);
+  printf(",\"reason\":");
+  json_str(f->reason);
+  printf(",\"bad_rank\":%ld,\"msg\":", f->bad_rank);
+  json_str(f->msg);
+  printf(",\"diagnosis\":");
+  json_str(diagnosis(f->reason, f->result));
+  printf("}");
+}
+
+/* main's tables: global, so that they stay reachable until exit (no leak reports) */
+static wsum *ws;
+static double *tmp;
+static comm **corder;
+
+int main(int argc, char **argv) {
+  int inputs = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_text, stdout); return 0; }
+    if (!strcmp(a, "--json")) opt_json = 1;
+    else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) opt_quiet = 1;
+    else if (a[0] == '-' && a[1]) { fprintf(stderr, "ncclguard-report: unknown option '%s' (see --help)\n", a); return 2; }
+  }
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] == '-' && a[1]) continue;
+    inputs++;
+    struct stat st;
+    if (strcmp(a, "-") != 0 && stat(a, &st) == 0 && S_ISDIR(st.st_mode)) read_dir(a, 0);
+    else read_file(a);
+  }
+  if (!inputs) read_file("-");
+  if (read_errors && n_files == 0) return 2;
+
+  int nw = HASH_COUNT(windows);
+  ws = calloc((size_t)nw + 1, sizeof *ws);
+  int maxr = 1;
+  for (comm *c = comms; c; c = c->hh.next) {
+    int n = c->nranks > c->max_rank + 1 ? c->nranks : c->max_rank + 1;
+    if (n > maxr) maxr = n;
+  }
+  for (window *w = windows; w; w = w->hh.next)
+    if (w->cap > maxr) maxr = w->cap;
+  tmp = malloc(sizeof(double) * (size_t)maxr);
+  if (!ws || !tmp) { perror("ncclguard-report"); return 2; }
+  int i = 0, n_div = 0, n_stuck = 0;
+  for (window *w = windows; w; w = w->hh.next, i++) {
+    ws[i].w = w;
+    HASH_FIND(hh, comms, &w->key.cid, sizeof w->key.cid, ws[i].c);
+    summarize(&ws[i], tmp);
+    if (ws[i].status == 1) n_div++;
+    if (ws[i].status == 2) n_stuck++;
+  }
+  qsort(ws, (size_t)nw, sizeof *ws, cmp_wsum);
+  corder = calloc((size_t)n_comms + 1, sizeof *corder);
+  for (comm *c = comms; c; c = c->hh.next) corder[c->order] = c;
+
+  int bad = n_div || n_stuck || ferr.set;
+  static char big[1 << 16];
+
+  if (opt_json) {
+    printf("{\"files\":%ld,\"lines\":%ld,\"events\":%ld,\"communicators\":%d,\"windows\":%d,\"divergent\":%d,\"stuck\":%d,\"error_lines\":%ld,\"comms\":[",
+           n_files, n_lines, n_events, n_comms, nw, n_div, n_stuck, n_error_lines);
+    int wi = 0;
+    for (int ci = 0; ci < n_comms; ci++) {
+      comm *c = corder[ci];
+      char cid[24];
+      snprintf(cid, sizeof cid, "%016llx", (unsigned long long)c->cid);
+      int ncl = c->nranks > 0 ? c->nranks : c->max_rank + 1;
+      uint8_t *cls = calloc((size_t)ncl + 1, 1);
+      for (int r = 0; r < ncl; r++) cls[r] = r < c->seen_cap && c->seen[r];
+      rank_list(big, sizeof big, cls, ncl, 1);
+      printf("%s{\"cid\":\"%s\",\"nranks\":%d,\"ranks_logged\":", ci ? "," : "", cid, c->nranks);
+      json_str(big);
+      free(cls);
+      printf(",\"windows\":[");
+      int first = 1;
+      while (wi < nw && ws[wi].c == c) {
+        wsum *s = &ws[wi++];
+        printf("%s{\"seq\":%lld,\"ranks\":%d", first ? "" : ",", (long long)s->w->key.seq, s->n);
+        first = 0;
+        for (int k = 1; k < D_N; k++) printf(",\"%s\":%d", dname[k], s->cnt[k]);
+        printf(",\"retried\":%d", s->retried);
+        if (s->timed) printf(",\"us_min\":%.0f,\"us_median\":%.0f,\"us_max\":%.0f", s->mn, s->med, s->mx);
+        else printf(",\"us_min\":null,\"us_median\":null,\"us_max\":null");
+        printf(",\"status\":\"%s\"", s->status == 1 ? "divergent" : s->status == 2 ? "stuck" : "ok");
+        if (s->status) {
+          printf(",\"rank_decisions\":{");
+          int f2 = 1;
+          for (int k = 1; k < D_N; k++) {
+            if (!s->cnt[k]) continue;
+            rank_list(big, sizeof big, s->cls, s->n, k);
+            printf("%s\"%s\":", f2 ? "" : ",", dname[k]);
+            json_str(big);
+            f2 = 0;
+          }
+          printf("}");
+        }
+        printf("}");
+      }
+      printf("]}");
+    }
+    printf("],\"first_error\":");
+    json_first(&ferr);
+    printf(",\"first_degrade\":");
+    json_first(&fdegrade);
+    printf(",\"status\":\"%s\"}\n", bad ? "problems" : "clean");
+    return bad ? 1 : 0;
+  }
+
+  printf("ncclguard-report: %ld file%s, %ld lines, %d communicator%s, %d window%s, %d divergent, %d stuck, %ld error line%s\n",
+         n_files, n_files == 1 ? "" : "s", n_lines, n_comms, n_comms == 1 ? "" : "s", nw, nw == 1 ? "" : "s", n_div, n_stuck,
+         n_error_lines, n_error_lines == 1 ? "" : "s");
+  if (n_events == 0)
+    printf("no ncclguard lines found: were the logs written with NCCLGUARD_LOG=info (ncclguard-run --log-dir DIR)?\n");
+
+  if (!opt_quiet) {
+    int wi = 0;
+    for (int ci = 0; ci < n_comms; ci++) {
+      comm *c = corder[ci];
+      int ncl = c->nranks > 0 ? c->nranks : c->max_rank + 1;
+      uint8_t *cls = calloc((size_t)ncl + 1, 1);
+      int logged = 0;
+      for (int r = 0; r < ncl; r++) logged += cls[r] = r < c->seen_cap && c->seen[r];
+      rank_list(big, 200, cls, ncl, 1);
+      free(cls);
+      printf("\ncomm %016llx  nranks %s%d  ranks logged %d (%s)\n", (unsigned long long)c->cid, c->nranks > 0 ? "" : "~", ncl, logged, big);
+      if (wi >= nw || ws[wi].c != c) {
+        printf("  no window registrations\n");
+        continue;
+      }
+      printf("  %5s %8s %7s %7s %6s %5s %5s %7s  %-28s %s\n", "seq", "register", "retried", "degrade", "error", "pass", "stuck", "missing",
+             "time min / median / max", "status");
+      while (wi < nw && ws[wi].c == c) {
+        wsum *s = &ws[wi++];
+        char t[64] = "-", a[16], b[16], d[16];
+        if (s->timed) {
+          fmt_us(a, sizeof a, s->mn);
+          fmt_us(b, sizeof b, s->med);
+          fmt_us(d, sizeof d, s->mx);
+          snprintf(t, sizeof t, "%s / %s / %s", a, b, d);
+        }
+        printf("  %5lld %8d %7d %7d %6d %5d %5d %7d  %-28s %s\n", (long long)s->w->key.seq, s->cnt[D_REGISTER], s->retried,
+               s->cnt[D_DEGRADE], s->cnt[D_ERROR], s->cnt[D_PASS], s->cnt[D_STUCK], s->cnt[D_MISSING], t,
+               s->status == 1 ? "DIVERGENT" : s->status == 2 ? "STUCK" : s->cnt[D_ERROR] ? "failed (all ranks)"
+               : s->cnt[D_DEGRADE] ? "degraded (all ranks)" : "ok");
+      }
+    }
+  }
+
+  if (n_div || n_stuck) {
+    printf("\ndivergent windows (ranks that decided differently or never arrived: the signature of a hang):\n");
+    /* consecutive windows of a communicator with the same per-rank picture are shown as one range */
+    static char prev[1 << 16];
+    int shown = 0, any_missing = 0, any_stuck = 0;
+    for (int k = 0; k < nw; k++) {
+      wsum *s = &ws[k];
+      if (!s->status) continue;
+      any_missing |= s->cnt[D_MISSING] > 0;
+      any_stuck |= s->cnt[D_STUCK] > 0;
+      decision_lists(s, big, sizeof big, " | ");
+      int64_t last = s->w->key.seq;
+      while (k + 1 < nw && ws[k + 1].status && ws[k + 1].c == s->c) {
+        decision_lists(&ws[k + 1], prev, sizeof prev, " | ");
+        if (strcmp(prev, big) != 0) break;
+        last = ws[++k].w->key.seq;
+      }
+      if (shown++ >= 50) {
+        printf("  ... more (see --json)\n");
+        break;
+      }
+      if (last != s->w->key.seq)
+        printf("  comm %016llx seq %lld-%lld: %s\n", (unsigned long long)s->c->cid, (long long)s->w->key.seq, (long long)last, big);
+      else
+        printf("  comm %016llx seq %lld: %s\n", (unsigned long long)s->c->cid, (long long)s->w->key.seq, big);
+    }
+    if (any_missing)
+      printf("  missing: no line for that window - those ranks never got there (an earlier failure, a crash, still computing)\n"
+             "           or are stuck before it; the other ranks wait for them in NCCL\n");
+    if (any_stuck)
+      printf("  stuck: started the registration but logged no outcome - blocked in NCCL or the agreement, or killed\n");
+  }
+
+  if (ferr.set) print_first("first error", &ferr);
+  else printf("\nno errors\n");
+  if (fdegrade.set) print_first("first degraded window (not an error: the buffer is used unregistered)", &fdegrade);
+  return bad ? 1 : 0;
+}
