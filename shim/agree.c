@@ -50,6 +50,12 @@ ncclResult_t ng_wait_ready(ncclComm_t comm, int dev) {
 static int resources(ncclComm_t comm, int dev, ng_stream* s, ng_devptr* buf) {
   size_t cap;
   if (ng_reg_comm_agree_res(comm, s, buf, &cap)) return 0;
+  /* A destroyed communicator's stream and scratch, if idle (a timed-out round may still hold it). */
+  while (dev >= 0 && ng_reg_pool_take(dev, s, buf, &cap))
+    if (ng_cuda_stream_done(*s) == 1) {
+      ng_reg_comm_set_agree_res(comm, *s, *buf, cap);
+      return 0;
+    }
   ng_ctx saved;
   if (ng_cuda_push(dev, &saved)) return -1;
   int bad = ng_cuda_stream_create(s) || ng_cuda_alloc(buf, NG_AGREE_SLOTS * NG_NVOTE * sizeof(int32_t));
@@ -85,18 +91,20 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
   if (!ng_cuda_ok()) return ncclInvalidUsage;
   struct slot sl[n];
   double t0 = ng_now_us();
+  /* Our stream is not captured; relaxed mode lets this thread allocate and enqueue while another
+   * stream captures (in global mode even cuMemAlloc would fail and invalidate that capture). */
+  int mode, relaxed = ng_cuda_relaxed_capture(&mode) == 0;
   for (int i = 0; i < n; i++) {
     int used = 0; /* earlier votes on the same communicator in this round */
     for (int j = 0; j < i; j++) used += votes[j].comm == votes[i].comm;
     if (used >= NG_AGREE_SLOTS || resources(votes[i].comm, votes[i].dev, &sl[i].s, &sl[i].buf)) {
       ng_log_msg(NG_LOG_WARN, votes[i].dev, "agree", "cannot set up the agreement buffer for communicator %p",
                  (void*)votes[i].comm);
+      if (relaxed) ng_cuda_restore_capture(mode);
       return ncclUnhandledCudaError;
     }
     sl[i].buf += (ng_devptr)used * NG_NVOTE * sizeof(int32_t);
   }
-  /* Our stream is not captured; relaxed mode lets this thread enqueue while another captures. */
-  int mode, relaxed = ng_cuda_relaxed_capture(&mode) == 0;
   ncclResult_t res = ncclSuccess;
   for (int i = 0; i < n && res == ncclSuccess; i++) {
     ng_ctx saved;

@@ -201,6 +201,8 @@ int ng_reg_comm_agree_res(ncclComm_t comm, ng_stream* s, ng_devptr* buf, size_t*
 void ng_reg_comm_set_agree_res(ncclComm_t comm, ng_stream s, ng_devptr buf, size_t cap);
 /* Destroyed/aborted: the entry becomes a tombstone and its windows are forgotten. */
 void ng_reg_comm_tombstone(ncclComm_t comm, int state);
+/* Agreement resources left by a destroyed communicator on `dev`, for reuse; 1 if one was taken. */
+int ng_reg_pool_take(int dev, ng_stream* s, ng_devptr* buf, size_t* cap);
 
 void ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, int flags, int seq);
 /* Removes; returns 1 and fills seq/buff/size if known. */

@@ -330,7 +330,7 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
   for (int i = 0; i < n; i++) {
     struct ng_regreq* r = &reqs[i];
     if (r->decision != NG_D_REGISTER || r->result != ncclSuccess || *r->win) continue;
-    r->agreed_reason = NG_R_NULL_WINDOW;
+    r->agreed_reason = r->local_reason = NG_R_NULL_WINDOW;
     ng_reg_comm_mark(r->comm, 0, 0, 1);
     if (ng_cfg.null_window == NG_NULLWIN_ERROR) {
       r->decision = NG_D_ERROR;

@@ -49,6 +49,25 @@ static long live_windows;
 static ncclComm_t tomb_ring[NG_TOMBSTONES];
 static unsigned tomb_next;
 
+/* Agreement resources of destroyed communicators, reused by the next ones (agree.c). */
+#define NG_POOL 256
+struct pool_ent { int dev; ng_stream s; ng_devptr buf; size_t cap; };
+static struct pool_ent pool[NG_POOL];
+static int npool;
+
+int ng_reg_pool_take(int dev, ng_stream* s, ng_devptr* buf, size_t* cap) {
+  int found = 0;
+  pthread_mutex_lock(&lock);
+  for (int i = npool - 1; i >= 0 && !found; i--) {
+    if (pool[i].dev != dev) continue;
+    *s = pool[i].s, *buf = pool[i].buf, *cap = pool[i].cap;
+    pool[i] = pool[--npool];
+    found = 1;
+  }
+  pthread_mutex_unlock(&lock);
+  return found;
+}
+
 uint64_t ng_fnv(uint64_t h, const void* data, size_t n) {
   const unsigned char* p = data;
   for (size_t i = 0; i < n; i++) {
@@ -157,6 +176,10 @@ void ng_reg_comm_tombstone(ncclComm_t comm, int state) {
      * context outlives the communicator, so they are simply left (a few bytes per comm). */
     e->v.state = state;
     e->v.nwindows = 0;
+    /* Its agreement stream and scratch go to the pool for the next communicator on the device
+     * (one stream and a few KB per communicator were leaked before: a thread per stream too). */
+    if (e->agree_cap && e->v.dev >= 0 && npool < NG_POOL)
+      pool[npool++] = (struct pool_ent){e->v.dev, e->agree_stream, e->agree_buf, e->agree_cap};
     e->agree_cap = 0;
     ncclComm_t evict = tomb_ring[tomb_next % NG_TOMBSTONES];
     tomb_ring[tomb_next++ % NG_TOMBSTONES] = comm;
@@ -266,4 +289,5 @@ void ng_reg_reset_after_fork(void) {
   live_windows = 0;
   memset(tomb_ring, 0, sizeof tomb_ring);
   tomb_next = 0;
+  npool = 0; /* the parent's CUDA streams are not the child's */
 }

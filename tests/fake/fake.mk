@@ -1,0 +1,59 @@
+# Fake CUDA driver, runtime and NCCL for CI (tests/fake/README.md). Included by the top Makefile.
+FAKE_DIR = $(BUILD)/fake
+FAKE_LEGACY_DIR = $(BUILD)/fake-legacy
+FAKE_CFLAGS = $(ALL_CFLAGS) -I$(CUDA_INCLUDE) -I$(NCCL_INCLUDE)
+FAKE_CUDA_SRC = tests/fake/fake_cuda.c tests/fake/fake_cuda_mem.c tests/fake/fake_cuda_stream.c
+FAKE_NCCL_SRC = tests/fake/nccl_core.c tests/fake/nccl_group.c tests/fake/nccl_comm.c tests/fake/nccl_reg.c \
+  tests/fake/nccl_coll.c
+FAKE_NCCL_HDR = tests/fake/fake_nccl.h tests/fake/fake_cuda_int.h
+
+FAKE_OUT = $(FAKE_DIR)/libcuda.so.1 $(FAKE_DIR)/libcuda.so $(FAKE_DIR)/libcudart.so.13 $(FAKE_DIR)/libcudart.so \
+  $(FAKE_DIR)/libnccl.so.2 $(FAKE_DIR)/libnccl.so \
+  $(FAKE_LEGACY_DIR)/libcuda.so.1 $(FAKE_LEGACY_DIR)/libcudart.so.13 $(FAKE_LEGACY_DIR)/libcudart.so \
+  $(FAKE_LEGACY_DIR)/libnccl.so.2 $(FAKE_LEGACY_DIR)/libnccl.so \
+  $(FAKE_DIR)/selftest $(FAKE_DIR)/plt_spy.so
+
+testbins: $(FAKE_OUT)
+
+$(FAKE_DIR)/libcuda.so.1: $(FAKE_CUDA_SRC) tests/fake/fake_cuda_int.h
+	@mkdir -p $(dir $@)
+	$(CC) $(FAKE_CFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,-z,defs -o $@ $(FAKE_CUDA_SRC) -lpthread
+
+$(FAKE_DIR)/libcudart.so.13: tests/fake/fake_cudart.c $(FAKE_DIR)/libcuda.so.1
+	$(CC) $(FAKE_CFLAGS) -shared -Wl,-soname,libcudart.so.13 -Wl,-z,defs -o $@ tests/fake/fake_cudart.c \
+	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread
+
+$(FAKE_DIR)/libnccl.so.2: $(FAKE_NCCL_SRC) $(FAKE_NCCL_HDR) $(FAKE_DIR)/libcuda.so.1
+	$(CC) $(FAKE_CFLAGS) -shared -Wl,-soname,libnccl.so.2 -Wl,-z,defs -o $@ $(FAKE_NCCL_SRC) \
+	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt
+
+$(FAKE_LEGACY_DIR)/libnccl.so.2: $(FAKE_NCCL_SRC) $(FAKE_NCCL_HDR) $(FAKE_DIR)/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(FAKE_CFLAGS) -DFAKE_LEGACY -shared -Wl,-soname,libnccl.so.2 -Wl,-z,defs -o $@ $(FAKE_NCCL_SRC) \
+	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt
+
+$(FAKE_DIR)/libcuda.so: $(FAKE_DIR)/libcuda.so.1
+	@ln -sf libcuda.so.1 $@
+$(FAKE_DIR)/libcudart.so: $(FAKE_DIR)/libcudart.so.13
+	@ln -sf libcudart.so.13 $@
+$(FAKE_DIR)/libnccl.so: $(FAKE_DIR)/libnccl.so.2
+	@ln -sf libnccl.so.2 $@
+
+$(FAKE_LEGACY_DIR)/libcuda.so.1: $(FAKE_DIR)/libcuda.so.1
+	@mkdir -p $(dir $@)
+	cp -f $< $@
+$(FAKE_LEGACY_DIR)/libcudart.so.13: $(FAKE_DIR)/libcudart.so.13
+	@mkdir -p $(dir $@)
+	cp -f $< $@
+$(FAKE_LEGACY_DIR)/libcudart.so: $(FAKE_LEGACY_DIR)/libcudart.so.13
+	@ln -sf libcudart.so.13 $@
+$(FAKE_LEGACY_DIR)/libnccl.so: $(FAKE_LEGACY_DIR)/libnccl.so.2
+	@ln -sf libnccl.so.2 $@
+
+$(FAKE_DIR)/selftest: tests/fake/selftest.c $(FAKE_DIR)/libnccl.so $(FAKE_DIR)/libcudart.so $(FAKE_DIR)/libcuda.so
+	$(CC) $(FAKE_CFLAGS) -o $@ tests/fake/selftest.c -L$(FAKE_DIR) -lnccl -lcudart -lcuda -lpthread
+
+# an LD_PRELOAD interposer that records ncclCommWindowDeregister calls (PLT test)
+$(FAKE_DIR)/plt_spy.so: tests/fake/plt_spy.c
+	@mkdir -p $(dir $@)
+	$(CC) $(FAKE_CFLAGS) -shared -o $@ $< -ldl

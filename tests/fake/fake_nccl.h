@@ -1,0 +1,162 @@
+/* Internal interface of the fake NCCL (libnccl.so.2). See README.md for what is modelled and
+ * which FACTS.md section each behaviour comes from. */
+#ifndef FAKE_NCCL_H
+#define FAKE_NCCL_H
+#include <cuda.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <uthash.h>
+
+/* Not in 2.28.9's nccl.h: declared here with the real signatures (ncclCommGrow 2.29.2+,
+ * nccl.h; ncclDevCommCreate/Destroy 2.28.3+, nccl_device/core.h, with opaque types here). */
+typedef struct fake_devcomm_reqs ncclDevCommRequirements_t;
+typedef struct fake_devcomm ncclDevComm_t;
+#ifndef FAKE_LEGACY
+ncclResult_t  ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                           ncclComm_t *newcomm, ncclConfig_t *config);
+ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                           ncclComm_t *newcomm, ncclConfig_t *config);
+ncclResult_t  ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const *reqs, ncclDevComm_t *outDevComm);
+ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const *reqs, ncclDevComm_t *outDevComm);
+ncclResult_t  ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const *devComm);
+ncclResult_t pncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const *devComm);
+#endif
+
+#define FN_MAXRANKS 64
+#define FN_XSLOTS 16              /* exchanges that may be outstanding on one communicator */
+#define FN_XREC 192               /* bytes each rank contributes to one exchange */
+#define FN_COLL_CAP (256 * 1024)  /* staging bytes per rank for collectives (chunked) */
+#define FN_MB_CAP (64 * 1024)     /* bytes per (src,dst) mailbox for send/recv */
+#define FN_IDMAGIC "FAKENCCL"
+
+/* API entry/exit: alias, trace, "called from inside NCCL" depth */
+#define FN_ALIAS(name) extern __typeof__(p##name) name __attribute__((weak, alias("p" #name)))
+extern __thread int fn_depth;
+int fn_version(void);
+int fn_env_int(const char *name, int dflt);
+void fn_trace(const char *fn, ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void fn_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define ENTER() (fn_depth++)
+#define LEAVE(fname, r, ...) (fn_depth--, fn_trace(fname, (r), __VA_ARGS__), (r))
+
+/* ---- shared memory: one segment per communicator ---- */
+struct fn_xslot {
+  uint64_t gen;
+  int arrived, departed;
+  unsigned char rec[FN_MAXRANKS][FN_XREC];
+};
+struct fn_mbox {
+  uint64_t head, tail; /* bytes written / read, ever */
+  unsigned char data[FN_MB_CAP];
+};
+struct fn_shm {
+  uint64_t magic;
+  int nranks;
+  int attached;
+  int ready;
+  pthread_mutex_t mu; /* process-shared, robust */
+  pthread_cond_t cv;  /* process-shared */
+  struct fn_xslot x[FN_XSLOTS];
+  uint64_t cseq;      /* collective now running */
+  uint64_t bar_gen;
+  int bar_arrived;
+  size_t coll_off, mbox_off, total;
+};
+
+enum fn_state { ST_INIT, ST_READY, ST_FINALIZED, ST_REVOKED, ST_DESTROYED, ST_ABORTED, ST_FAILED };
+
+struct fn_reg { /* ncclCommRegister handle */
+  uint32_t magic;
+  void *buff;
+  size_t size;
+  int live;
+  struct fn_reg *next;
+};
+
+struct ncclWindow_vidmem {
+  uint32_t magic;
+  void *self;           /* hash key */
+  struct ncclComm *comm;
+  void *buff;
+  size_t size;
+  int flags;
+  int local_only;       /* 2.28 "local registration" handle (no symmetric support) */
+  CUdeviceptr va;       /* peer-mapping reservation, freed at deregistration */
+  size_t va_size;
+  int live;
+  struct ncclWindow_vidmem *next;
+  UT_hash_handle hh;    /* every window ever created (tombstones stay) */
+};
+
+struct ncclComm {
+  uint32_t magic;
+  void *self;           /* hash key */
+  int state;            /* enum fn_state */
+  int rank, nranks, dev, blocking;
+  char name[80];        /* shm segment name */
+  struct fn_shm *shm;
+  uint64_t xgen;        /* next exchange generation (host calls, in order) */
+  uint64_t coll_seq;    /* next collective sequence number (enqueue order) */
+  int nsplit, nshrink, ngrow;
+  int damaged;          /* a failed registration left it unusable: ncclInternalError */
+  ncclResult_t async;   /* what ncclCommGetAsyncError reports */
+  volatile int aborted, revoked;
+  int inflight;         /* collectives enqueued and not finished */
+  int ndevcomm;
+  struct ncclWindow_vidmem *wins;
+  struct fn_reg *regs;
+  pthread_mutex_t lk;
+  pthread_cond_t cv;
+  UT_hash_handle hh;    /* every communicator ever created (tombstones stay) */
+};
+
+/* registry (process-wide) */
+void fn_lock(void);
+void fn_unlock(void);
+struct ncclComm *fn_comm_new(void);
+int fn_comm_known(struct ncclComm *c);
+void fn_win_add(struct ncclWindow_vidmem *w);
+int fn_win_known(struct ncclWindow_vidmem *w);
+/* argument/state check of a communicator at call time */
+ncclResult_t fn_check_comm(struct ncclComm *c, int allow_revoked);
+
+/* shm */
+ncclResult_t fn_shm_attach(struct ncclComm *c, const char *name, int nranks);
+void fn_shm_lock(struct fn_shm *s);
+void fn_shm_unlock(struct fn_shm *s);
+void fn_shm_wait(struct fn_shm *s);
+void fn_shm_wake(struct fn_shm *s);
+ncclResult_t fn_xpost(struct ncclComm *c, uint64_t gen, const void *rec, size_t len);
+ncclResult_t fn_xcomplete(struct ncclComm *c, uint64_t gen, unsigned char (*out)[FN_XREC]);
+void fn_name_from_id(const ncclUniqueId *id, char *name, size_t len);
+void fn_derive_name(char *out, size_t len, const char *parent, const char *what, uint64_t a, uint64_t b);
+
+/* groups: two-phase operations */
+struct fn_op;
+typedef ncclResult_t (*fn_stage_t)(struct fn_op *op, int stage, int complete);
+typedef void (*fn_finish_t)(struct fn_op *op, ncclResult_t r);
+struct fn_op {
+  struct fn_op *next;
+  struct ncclComm *comm;
+  int nstages;
+  fn_stage_t stage;
+  fn_finish_t finish;
+  int nonblocking;
+  int failed;
+  ncclResult_t res;
+  uint64_t gen;         /* exchange generation taken at post */
+  void *arg;            /* kind-specific */
+};
+struct fn_op *fn_op_new(struct ncclComm *c, int nstages, fn_stage_t stage, fn_finish_t finish, void *arg);
+ncclResult_t fn_submit(struct fn_op *op);         /* queue in a group, or run now */
+ncclResult_t fn_run_now(struct fn_op *list);      /* post all, complete all, in this thread */
+int fn_in_group(void);
+void fn_group_error(ncclResult_t r);
+struct fn_op *fn_group_find(int (*match)(struct fn_op *, void *), void *key);
+
+/* comm helpers */
+ncclResult_t fn_comm_init_rendezvous(struct fn_op *op, struct ncclComm *c, int complete);
+void fn_switch_dev(int dev, CUcontext *saved);
+void fn_restore_dev(CUcontext saved);
+#endif

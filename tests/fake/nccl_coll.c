@@ -1,0 +1,434 @@
+/* Fake NCCL: collectives and send/recv. The host call only enqueues a host function on the
+ * stream (cuLaunchHostFunc), so collectives are asynchronous like real ones: the stream's
+ * worker meets the peers in the communicator's segment and computes the result. A peer that
+ * never arrives leaves the stream busy forever (FACTS 3 hang); cuStreamQuery says not ready. */
+#define _GNU_SOURCE
+#include "fake_nccl.h"
+#include <stdlib.h>
+#include <string.h>
+
+enum { K_ALLREDUCE, K_BROADCAST, K_REDUCE, K_ALLGATHER, K_REDUCESCATTER };
+
+struct coll {
+  int kind;
+  const void *send;
+  void *recv;
+  size_t count;
+  ncclDataType_t dt;
+  ncclRedOp_t op;
+  int root;
+  struct ncclComm *c;
+  uint64_t seq;
+  int captured; /* recorded into a graph: may run many times, takes its seq when it runs */
+  int hang;     /* damaged comm with FAKE_NCCL_DAMAGED_COLL=hang */
+};
+
+static size_t dt_size(ncclDataType_t dt)
+{
+  switch (dt) {
+  case ncclInt8: case ncclUint8: return 1;
+  case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+  case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+  default: return 0; /* half, bfloat16, fp8: not modelled */
+  }
+}
+
+#define RED(T)                                                                     \
+  do {                                                                             \
+    T *d = dst; const T *s = src;                                                  \
+    for (size_t i = 0; i < n; i++) {                                               \
+      switch (op) {                                                                \
+      case ncclSum: case ncclAvg: d[i] = (T)(d[i] + s[i]); break;                  \
+      case ncclProd: d[i] = (T)(d[i] * s[i]); break;                               \
+      case ncclMax: if (s[i] > d[i]) d[i] = s[i]; break;                           \
+      case ncclMin: if (s[i] < d[i]) d[i] = s[i]; break;                           \
+      default: break;                                                              \
+      }                                                                            \
+    }                                                                              \
+  } while (0)
+#define DIV(T) do { T *d = dst; for (size_t i = 0; i < n; i++) d[i] = (T)(d[i] / (T)k); } while (0)
+
+static void reduce_into(void *dst, const void *src, size_t n, ncclDataType_t dt, ncclRedOp_t op)
+{
+  switch (dt) {
+  case ncclInt8: RED(int8_t); break;
+  case ncclUint8: RED(uint8_t); break;
+  case ncclInt32: RED(int32_t); break;
+  case ncclUint32: RED(uint32_t); break;
+  case ncclInt64: RED(int64_t); break;
+  case ncclUint64: RED(uint64_t); break;
+  case ncclFloat32: RED(float); break;
+  case ncclFloat64: RED(double); break;
+  default: break;
+  }
+}
+
+static void divide(void *dst, size_t n, ncclDataType_t dt, int k)
+{
+  switch (dt) {
+  case ncclInt8: DIV(int8_t); break;
+  case ncclUint8: DIV(uint8_t); break;
+  case ncclInt32: DIV(int32_t); break;
+  case ncclUint32: DIV(uint32_t); break;
+  case ncclInt64: DIV(int64_t); break;
+  case ncclUint64: DIV(uint64_t); break;
+  case ncclFloat32: DIV(float); break;
+  case ncclFloat64: DIV(double); break;
+  default: break;
+  }
+}
+
+static int stopped(struct ncclComm *c) { return c->aborted || c->revoked; }
+
+/* Barrier of the collective now running; the final one advances to the next collective.
+ * Returns 0, or -1 when the communicator was aborted/revoked. Caller holds the segment lock. */
+static int barrier(struct ncclComm *c, int final)
+{
+  struct fn_shm *s = c->shm;
+  if (++s->bar_arrived == c->nranks) {
+    s->bar_arrived = 0;
+    s->bar_gen++;
+    if (final) s->cseq++;
+    fn_shm_wake(s);
+    return 0;
+  }
+  uint64_t g = s->bar_gen;
+  while (s->bar_gen == g && !stopped(c)) fn_shm_wait(s);
+  return stopped(c) ? -1 : 0;
+}
+
+static unsigned char *staging(struct ncclComm *c, int r) { return (unsigned char *)c->shm + c->shm->coll_off + (size_t)r * FN_COLL_CAP; }
+
+static void run_coll(struct coll *a)
+{
+  struct ncclComm *c = a->c;
+  struct fn_shm *s = c->shm;
+  size_t es = dt_size(a->dt);
+  int n = c->nranks, me = c->rank;
+  if (a->captured) a->seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_ACQ_REL);
+  fn_shm_lock(s);
+  while ((s->cseq != a->seq || a->hang) && !stopped(c)) fn_shm_wait(s);
+  size_t per = a->kind == K_REDUCESCATTER ? FN_COLL_CAP / ((size_t)n * es) : FN_COLL_CAP / es;
+  size_t off = 0;
+  do {
+    if (stopped(c)) break;
+    size_t e = a->count - off < per ? a->count - off : per;
+    unsigned char *mine = staging(c, me);
+    const unsigned char *snd = a->send;
+    unsigned char *rcv = a->recv;
+    /* contribute (copies out before anyone writes a result: in-place is safe) */
+    if (a->kind == K_REDUCESCATTER) {
+      for (int d = 0; d < n; d++) memcpy(mine + (size_t)d * e * es, snd + ((size_t)d * a->count + off) * es, e * es);
+    } else if (a->kind != K_BROADCAST || me == a->root) {
+      memcpy(mine, snd + off * es, e * es);
+    }
+    if (barrier(c, 0)) break;
+    fn_shm_unlock(s);
+    switch (a->kind) {
+    case K_ALLREDUCE: case K_REDUCE:
+      if (a->kind == K_ALLREDUCE || me == a->root) {
+        unsigned char *tmp = malloc(e * es + 1);
+        memcpy(tmp, staging(c, 0), e * es);
+        for (int r = 1; r < n; r++) reduce_into(tmp, staging(c, r), e, a->dt, a->op);
+        if (a->op == ncclAvg) divide(tmp, e, a->dt, n);
+        memcpy(rcv + off * es, tmp, e * es);
+        free(tmp);
+      }
+      break;
+    case K_BROADCAST: memcpy(rcv + off * es, staging(c, a->root), e * es); break;
+    case K_ALLGATHER:
+      for (int r = 0; r < n; r++) memcpy(rcv + ((size_t)r * a->count + off) * es, staging(c, r), e * es);
+      break;
+    case K_REDUCESCATTER: {
+      unsigned char *tmp = malloc(e * es + 1);
+      memcpy(tmp, staging(c, 0) + (size_t)me * e * es, e * es);
+      for (int r = 1; r < n; r++) reduce_into(tmp, staging(c, r) + (size_t)me * e * es, e, a->dt, a->op);
+      if (a->op == ncclAvg) divide(tmp, e, a->dt, n);
+      memcpy(rcv + off * es, tmp, e * es);
+      free(tmp);
+      break;
+    }
+    }
+    fn_shm_lock(s);
+    off += e;
+    if (barrier(c, off >= a->count)) break;
+  } while (off < a->count);
+  fn_shm_unlock(s);
+}
+
+static void coll_done(struct ncclComm *c)
+{
+  pthread_mutex_lock(&c->lk);
+  c->inflight--;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->lk);
+}
+
+static void coll_hostfn(void *p)
+{
+  struct coll *a = p;
+  run_coll(a);
+  if (!a->captured) { coll_done(a->c); free(a); }
+}
+
+/* enqueue on the stream, with the comm's device current (NULL stream = that device's legacy stream) */
+static ncclResult_t launch(struct ncclComm *c, cudaStream_t stream, CUhostFn fn, void *arg, int *captured)
+{
+  CUcontext saved;
+  fn_switch_dev(c->dev, &saved);
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (stream && cuStreamIsCapturing(stream, &st) != CUDA_SUCCESS) st = CU_STREAM_CAPTURE_STATUS_NONE;
+  *captured = st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  if (!*captured) {
+    pthread_mutex_lock(&c->lk);
+    c->inflight++;
+    pthread_mutex_unlock(&c->lk);
+  }
+  CUresult cr = cuLaunchHostFunc(stream, fn, arg);
+  fn_restore_dev(saved);
+  if (cr != CUDA_SUCCESS) {
+    if (!*captured) coll_done(c);
+    const char *s = NULL;
+    cuGetErrorString(cr, &s);
+    fn_set_error("Cuda failure %d '%s' (enqueue)", (int)cr, s ? s : "?");
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
+static int is_captured(struct ncclComm *c, cudaStream_t stream)
+{
+  if (!stream) return 0;
+  CUcontext saved;
+  fn_switch_dev(c->dev, &saved);
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (cuStreamIsCapturing(stream, &st) != CUDA_SUCCESS) st = CU_STREAM_CAPTURE_STATUS_NONE;
+  fn_restore_dev(saved);
+  return st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+}
+
+static ncclResult_t coll_stage(struct fn_op *op, int stage, int complete)
+{
+  (void)stage;
+  if (complete) return ncclSuccess;
+  struct coll *a = op->arg;
+  struct ncclComm *c = a->c;
+  if (c->damaged) {
+    if (fn_env_int("FAKE_NCCL_DAMAGED_COLL", 0) == 0) {
+      fn_set_error("communicator %p is in an error state after a failed registration", (void *)c);
+      return ncclInternalError;
+    }
+    a->hang = 1;
+  }
+  cudaStream_t stream = (cudaStream_t)(uintptr_t)op->gen; /* stashed at submit */
+  struct coll *copy = malloc(sizeof *copy);
+  *copy = *a;
+  copy->captured = is_captured(c, stream);
+  if (!copy->captured) copy->seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_ACQ_REL);
+  int captured = 0;
+  ncclResult_t r = launch(c, stream, coll_hostfn, copy, &captured);
+  if (r != ncclSuccess) free(copy);
+  return r;
+}
+
+static ncclResult_t submit_coll(int kind, const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
+                                int root, ncclComm_t comm, cudaStream_t stream)
+{
+  ncclResult_t r = fn_check_comm(comm, 0);
+  if (r == ncclSuccess && !dt_size(dt)) { fn_set_error("datatype %d not supported by the fake", (int)dt); r = ncclInvalidArgument; }
+  if (r == ncclSuccess && (kind == K_ALLREDUCE || kind == K_REDUCE || kind == K_REDUCESCATTER) &&
+      (op < ncclSum || op > ncclAvg)) { fn_set_error("invalid reduction op %d", (int)op); r = ncclInvalidArgument; }
+  if (r == ncclSuccess && (kind == K_BROADCAST || kind == K_REDUCE) && (root < 0 || root >= comm->nranks)) {
+    fn_set_error("invalid root %d", root);
+    r = ncclInvalidArgument;
+  }
+  if (r == ncclSuccess && count > 0) {
+    unsigned int mt;
+    int need_send = !(kind == K_BROADCAST && comm->rank != root);
+    int need_recv = !(kind == K_REDUCE && comm->rank != root);
+    if ((need_send && cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)send)) ||
+        (need_recv && cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)recv))) {
+      fn_set_error("buffer is not device memory");
+      r = ncclInvalidArgument;
+    }
+  }
+  if (r != ncclSuccess) { fn_group_error(r); return r; }
+  if (count == 0) return ncclSuccess;
+  struct coll *a = calloc(1, sizeof *a);
+  a->kind = kind; a->send = send; a->recv = recv; a->count = count; a->dt = dt; a->op = op; a->root = root; a->c = comm;
+  struct fn_op *o = fn_op_new(comm, 1, coll_stage, NULL, a);
+  o->nonblocking = 0; /* enqueueing is quick: collectives answer synchronously */
+  o->gen = (uint64_t)(uintptr_t)stream;
+  return fn_submit(o);
+}
+
+ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                            ncclComm_t comm, cudaStream_t stream)
+{
+  ENTER();
+  ncclResult_t r = submit_coll(K_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
+  return LEAVE("ncclAllReduce", r, "send=%p recv=%p count=%zu dt=%d op=%d comm=%p stream=%p", sendbuff, recvbuff,
+               count, (int)datatype, (int)op, (void *)comm, (void *)stream);
+}
+FN_ALIAS(ncclAllReduce);
+
+ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                         int root, ncclComm_t comm, cudaStream_t stream)
+{
+  ENTER();
+  ncclResult_t r = submit_coll(K_REDUCE, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  return LEAVE("ncclReduce", r, "count=%zu root=%d comm=%p", count, root, (void *)comm);
+}
+FN_ALIAS(ncclReduce);
+
+ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                            ncclComm_t comm, cudaStream_t stream)
+{
+  ENTER();
+  ncclResult_t r = submit_coll(K_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+  return LEAVE("ncclBroadcast", r, "count=%zu root=%d comm=%p", count, root, (void *)comm);
+}
+FN_ALIAS(ncclBroadcast);
+
+ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
+{
+  ENTER();
+  ncclResult_t r = submit_coll(K_BROADCAST, buff, buff, count, datatype, ncclSum, root, comm, stream);
+  return LEAVE("ncclBcast", r, "count=%zu root=%d comm=%p", count, root, (void *)comm);
+}
+FN_ALIAS(ncclBcast);
+
+ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                            ncclComm_t comm, cudaStream_t stream)
+{
+  ENTER();
+  ncclResult_t r = submit_coll(K_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream);
+  return LEAVE("ncclAllGather", r, "count=%zu comm=%p", sendcount, (void *)comm);
+}
+FN_ALIAS(ncclAllGather);
+
+ncclResult_t pncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+  ENTER();
+  ncclResult_t r = submit_coll(K_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, stream);
+  return LEAVE("ncclReduceScatter", r, "count=%zu comm=%p", recvcount, (void *)comm);
+}
+FN_ALIAS(ncclReduceScatter);
+
+/* ---- send/recv: per (src,dst) mailbox rings; the sends and receives of one group on one
+ * (comm, stream) run as one host function that progresses them all, so any pattern
+ * completes as long as the peers post matching operations. ---- */
+
+struct p2p_item { int send; int peer; unsigned char *buf; size_t bytes, done; };
+struct p2p {
+  struct ncclComm *c;
+  cudaStream_t stream;
+  int n, cap;
+  struct p2p_item *it;
+};
+
+static struct fn_mbox *mbox(struct ncclComm *c, int src, int dst)
+{
+  return (struct fn_mbox *)((unsigned char *)c->shm + c->shm->mbox_off) + ((size_t)src * (size_t)c->nranks + (size_t)dst);
+}
+
+static void p2p_hostfn(void *arg)
+{
+  struct p2p *p = arg;
+  struct ncclComm *c = p->c;
+  struct fn_shm *s = c->shm;
+  fn_shm_lock(s);
+  for (;;) {
+    int left = 0, progress = 0;
+    for (int i = 0; i < p->n; i++) {
+      struct p2p_item *x = &p->it[i];
+      if (x->done == x->bytes) continue;
+      struct fn_mbox *m = x->send ? mbox(c, c->rank, x->peer) : mbox(c, x->peer, c->rank);
+      size_t k;
+      if (x->send) {
+        size_t space = FN_MB_CAP - (size_t)(m->head - m->tail);
+        k = x->bytes - x->done < space ? x->bytes - x->done : space;
+        for (size_t j = 0; j < k; j++) m->data[(m->head + j) % FN_MB_CAP] = x->buf[x->done + j];
+        m->head += k;
+      } else {
+        size_t avail = (size_t)(m->head - m->tail);
+        k = x->bytes - x->done < avail ? x->bytes - x->done : avail;
+        for (size_t j = 0; j < k; j++) x->buf[x->done + j] = m->data[(m->tail + j) % FN_MB_CAP];
+        m->tail += k;
+      }
+      x->done += k;
+      if (k) progress = 1;
+      if (x->done < x->bytes) left = 1;
+    }
+    if (progress) fn_shm_wake(s);
+    if (!left || stopped(c)) break;
+    if (!progress) fn_shm_wait(s);
+  }
+  fn_shm_unlock(s);
+  coll_done(c);
+  free(p->it);
+  free(p);
+}
+
+static ncclResult_t p2p_stage(struct fn_op *op, int stage, int complete)
+{
+  (void)stage;
+  if (complete) return ncclSuccess;
+  struct p2p *p = op->arg;
+  if (p->c->damaged) { fn_set_error("communicator is in an error state"); return ncclInternalError; }
+  op->arg = NULL; /* the host function owns it now */
+  int captured = 0;
+  ncclResult_t r = launch(p->c, p->stream, p2p_hostfn, p, &captured);
+  if (r != ncclSuccess) { free(p->it); free(p); }
+  return r;
+}
+
+struct p2p_key { struct ncclComm *c; cudaStream_t stream; };
+static int p2p_match(struct fn_op *op, void *key)
+{
+  struct p2p_key *k = key;
+  struct p2p *p = op->arg;
+  return op->stage == p2p_stage && p && p->c == k->c && p->stream == k->stream;
+}
+
+static ncclResult_t submit_p2p(int send, void *buf, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm,
+                               cudaStream_t stream)
+{
+  ncclResult_t r = fn_check_comm(comm, 0);
+  if (r == ncclSuccess && !dt_size(dt)) r = ncclInvalidArgument;
+  if (r == ncclSuccess && (peer < 0 || peer >= comm->nranks)) { fn_set_error("invalid peer %d", peer); r = ncclInvalidArgument; }
+  if (r != ncclSuccess) { fn_group_error(r); return r; }
+  if (count == 0) return ncclSuccess;
+  struct p2p_key key = {comm, stream};
+  struct fn_op *op = fn_in_group() ? fn_group_find(p2p_match, &key) : NULL;
+  int fresh = op == NULL;
+  if (fresh) {
+    struct p2p *p = calloc(1, sizeof *p);
+    p->c = comm; p->stream = stream;
+    op = fn_op_new(comm, 1, p2p_stage, NULL, p);
+    op->nonblocking = 0;
+  }
+  struct p2p *p = op->arg;
+  if (p->n == p->cap) { p->cap = p->cap ? 2 * p->cap : 4; p->it = realloc(p->it, (size_t)p->cap * sizeof *p->it); }
+  p->it[p->n++] = (struct p2p_item){send, peer, buf, count * dt_size(dt), 0};
+  return fresh ? fn_submit(op) : ncclSuccess;
+}
+
+ncclResult_t pncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                       cudaStream_t stream)
+{
+  ENTER();
+  ncclResult_t r = submit_p2p(1, (void *)sendbuff, count, datatype, peer, comm, stream);
+  return LEAVE("ncclSend", r, "count=%zu peer=%d comm=%p", count, peer, (void *)comm);
+}
+FN_ALIAS(ncclSend);
+
+ncclResult_t pncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                       cudaStream_t stream)
+{
+  ENTER();
+  ncclResult_t r = submit_p2p(0, recvbuff, count, datatype, peer, comm, stream);
+  return LEAVE("ncclRecv", r, "count=%zu peer=%d comm=%p", count, peer, (void *)comm);
+}
+FN_ALIAS(ncclRecv);

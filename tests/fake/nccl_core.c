@@ -1,0 +1,366 @@
+/* Fake NCCL: environment, trace, last error, registry of communicators and windows,
+ * shared-memory segments (one per communicator) and the bootstrap exchange. */
+#define _GNU_SOURCE
+#include "fake_nccl.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+__thread int fn_depth;
+
+/* NCCL reads its environment once per process and caches it (FACTS 4). */
+int fn_env_int(const char *name, int dflt)
+{
+  const char *e = getenv(name);
+  return e && *e ? atoi(e) : dflt;
+}
+
+int fn_version(void)
+{
+  static int v;
+  if (!v) v = fn_env_int("FAKE_NCCL_VERSION", NCCL_VERSION_CODE);
+  return v;
+}
+
+static int trace_on(void)
+{
+  static int t = -1;
+  if (t < 0) t = fn_env_int("FAKE_NCCL_TRACE", 0);
+  return t;
+}
+
+static const char *res_name(ncclResult_t r)
+{
+  static const char *n[] = {"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+                            "ncclInvalidArgument", "ncclInvalidUsage", "ncclRemoteError", "ncclInProgress"};
+  return (unsigned)r < sizeof n / sizeof n[0] ? n[r] : "ncclUnknown";
+}
+
+/* One line per API call, written when it returns; "internal" marks a call NCCL made itself. */
+void fn_trace(const char *fn, ncclResult_t r, const char *fmt, ...)
+{
+  if (!trace_on()) return;
+  char args[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  char line[512];
+  int n = snprintf(line, sizeof line, "fake-nccl %d:%ld %s(%s) -> %s%s\n", (int)getpid(), (long)syscall(SYS_gettid),
+                   fn, args, res_name(r), fn_depth > 0 ? " internal" : "");
+  if (n > 0) { ssize_t w = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1); (void)w; }
+}
+
+static pthread_mutex_t err_lock = PTHREAD_MUTEX_INITIALIZER;
+static char last_error[512];
+
+void fn_set_error(const char *fmt, ...)
+{
+  pthread_mutex_lock(&err_lock);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  pthread_mutex_unlock(&err_lock);
+}
+
+const char *pncclGetLastError(ncclComm_t comm)
+{
+  (void)comm;
+  return last_error;
+}
+FN_ALIAS(ncclGetLastError);
+
+const char *pncclGetErrorString(ncclResult_t r)
+{
+  switch (r) {
+  case ncclSuccess: return "no error";
+  case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+  case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+  case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+  case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+  case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+  case ncclRemoteError: return "remote process exited or there was a network error";
+  case ncclInProgress: return "NCCL operation in progress";
+  default: return "unknown result code";
+  }
+}
+FN_ALIAS(ncclGetErrorString);
+
+ncclResult_t pncclGetVersion(int *version)
+{
+  ENTER();
+  ncclResult_t r = ncclSuccess;
+  if (!version) r = ncclInvalidArgument; else *version = fn_version();
+  return LEAVE("ncclGetVersion", r, "%d", version ? *version : 0);
+}
+FN_ALIAS(ncclGetVersion);
+
+/* ---- registry ---- */
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ncclComm *all_comms;
+static struct ncclWindow_vidmem *all_wins;
+
+void fn_lock(void) { pthread_mutex_lock(&reg_lock); }
+void fn_unlock(void) { pthread_mutex_unlock(&reg_lock); }
+
+static void core_atfork_child(void)
+{
+  pthread_mutex_init(&reg_lock, NULL);
+  pthread_mutex_init(&err_lock, NULL);
+}
+__attribute__((constructor)) static void core_init(void) { pthread_atfork(NULL, NULL, core_atfork_child); }
+
+struct ncclComm *fn_comm_new(void)
+{
+  struct ncclComm *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->magic = 0xc0115eed;
+  c->state = ST_INIT;
+  c->async = ncclSuccess;
+  pthread_mutex_init(&c->lk, NULL);
+  pthread_cond_init(&c->cv, NULL);
+  fn_lock();
+  c->self = c;
+  HASH_ADD_PTR(all_comms, self, c);
+  fn_unlock();
+  return c;
+}
+
+int fn_comm_known(struct ncclComm *c)
+{
+  struct ncclComm *f = NULL;
+  void *key = c;
+  fn_lock();
+  HASH_FIND_PTR(all_comms, &key, f);
+  fn_unlock();
+  return f != NULL;
+}
+
+void fn_win_add(struct ncclWindow_vidmem *w)
+{
+  fn_lock();
+  w->self = w;
+  HASH_ADD_PTR(all_wins, self, w);
+  fn_unlock();
+}
+
+int fn_win_known(struct ncclWindow_vidmem *w)
+{
+  struct ncclWindow_vidmem *f = NULL;
+  void *key = w;
+  fn_lock();
+  HASH_FIND_PTR(all_wins, &key, f);
+  fn_unlock();
+  return f != NULL;
+}
+
+/* Call-time check of a communicator (FACTS 3: a nonblocking comm in progress answers
+ * ncclInvalidArgument "Attempt to use communicator before the previous operation returned
+ * ncclSuccess"). Destroyed/aborted comms are kept as tombstones so this is defined. */
+ncclResult_t fn_check_comm(struct ncclComm *c, int allow_revoked)
+{
+  if (!c) { fn_set_error("comm argument is NULL"); return ncclInvalidArgument; }
+  if (!fn_comm_known(c)) { fn_set_error("invalid communicator %p", (void *)c); return ncclInvalidArgument; }
+  int st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+  ncclResult_t as = __atomic_load_n(&c->async, __ATOMIC_ACQUIRE);
+  if (st == ST_DESTROYED || st == ST_ABORTED) { fn_set_error("communicator %p was destroyed", (void *)c); return ncclInvalidArgument; }
+  if (as == ncclInProgress) {
+    fn_set_error("Attempt to use communicator before the previous operation returned ncclSuccess");
+    return ncclInvalidArgument;
+  }
+  if (st == ST_FAILED) { fn_set_error("communicator initialization failed"); return ncclInvalidUsage; }
+  if (st == ST_REVOKED && !allow_revoked) { fn_set_error("communicator %p was revoked", (void *)c); return ncclInvalidUsage; }
+  if (st == ST_FINALIZED) { fn_set_error("communicator %p was finalized", (void *)c); return ncclInvalidUsage; }
+  return ncclSuccess;
+}
+
+/* ---- names ---- */
+
+void fn_name_from_id(const ncclUniqueId *id, char *name, size_t len)
+{
+  size_t n = strnlen(id->internal + 8, NCCL_UNIQUE_ID_BYTES - 8);
+  if (n >= len) n = len - 1;
+  memcpy(name, id->internal + 8, n);
+  name[n] = 0;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 0x100000001b3ULL; }
+  return h;
+}
+
+/* name of a derived communicator's segment; identical on every rank that derives it */
+void fn_derive_name(char *out, size_t len, const char *parent, const char *what, uint64_t a, uint64_t b)
+{
+  uint64_t h = 0xcbf29ce484222325ULL;
+  h = fnv(h, parent, strlen(parent));
+  h = fnv(h, what, strlen(what));
+  h = fnv(h, &a, sizeof a);
+  h = fnv(h, &b, sizeof b);
+  snprintf(out, len, "/fakenccl-d-%016llx", (unsigned long long)h);
+}
+
+ncclResult_t pncclGetUniqueId(ncclUniqueId *id)
+{
+  ENTER();
+  ncclResult_t r = ncclSuccess;
+  if (!id) {
+    r = ncclInvalidArgument;
+  } else {
+    static unsigned counter;
+    unsigned long long rnd = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) { ssize_t k = read(fd, &rnd, sizeof rnd); (void)k; close(fd); }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    rnd ^= (unsigned long long)ts.tv_nsec;
+    memset(id, 0, sizeof *id);
+    memcpy(id->internal, FN_IDMAGIC, 8);
+    snprintf(id->internal + 8, NCCL_UNIQUE_ID_BYTES - 8, "/fakenccl-%d-%u-%016llx", (int)getpid(),
+             __sync_fetch_and_add(&counter, 1), rnd);
+  }
+  return LEAVE("ncclGetUniqueId", r, "id=%p", (void *)id);
+}
+FN_ALIAS(ncclGetUniqueId);
+
+/* ---- shared memory ---- */
+
+static size_t seg_size(int nranks, size_t *coll_off, size_t *mbox_off)
+{
+  size_t h = (sizeof(struct fn_shm) + 4095) & ~(size_t)4095;
+  *coll_off = h;
+  *mbox_off = h + (size_t)nranks * FN_COLL_CAP;
+  return *mbox_off + (size_t)nranks * (size_t)nranks * sizeof(struct fn_mbox);
+}
+
+void fn_shm_lock(struct fn_shm *s)
+{
+  int e = pthread_mutex_lock(&s->mu);
+  if (e == EOWNERDEAD) pthread_mutex_consistent(&s->mu); /* a rank died inside; carry on */
+}
+void fn_shm_unlock(struct fn_shm *s) { pthread_mutex_unlock(&s->mu); }
+void fn_shm_wake(struct fn_shm *s) { pthread_cond_broadcast(&s->cv); }
+
+/* wait with a periodic wake-up so that abort/revoke flags are noticed */
+void fn_shm_wait(struct fn_shm *s)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += 50 * 1000 * 1000;
+  if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+  int e = pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+  if (e == EOWNERDEAD) pthread_mutex_consistent(&s->mu);
+}
+
+/* Create or open the segment of a communicator. The creator (O_EXCL winner) initialises it;
+ * the others wait for it to be ready. The last rank to attach unlinks the name. */
+ncclResult_t fn_shm_attach(struct ncclComm *c, const char *name, int nranks)
+{
+  size_t coll_off, mbox_off, total = seg_size(nranks, &coll_off, &mbox_off);
+  if (name != c->name) snprintf(c->name, sizeof c->name, "%s", name);
+  int creator = 1;
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    creator = 0;
+    fd = shm_open(name, O_RDWR, 0600);
+  }
+  if (fd < 0) { fn_set_error("shm_open %s: %s", name, strerror(errno)); return ncclSystemError; }
+  if (creator && ftruncate(fd, (off_t)total) != 0) {
+    fn_set_error("ftruncate %s: %s", name, strerror(errno));
+    close(fd);
+    return ncclSystemError;
+  }
+  for (int i = 0; !creator; i++) { /* wait for the creator's ftruncate */
+    struct stat st;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size >= total) break;
+    if (fstat(fd, &st) == 0 && st.st_size > 0 && (size_t)st.st_size != total) {
+      fn_set_error("rank %d: nranks %d differs from the other ranks'", c->rank, nranks);
+      close(fd);
+      return ncclInvalidArgument;
+    }
+    usleep(1000);
+  }
+  struct fn_shm *s = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (s == MAP_FAILED) { fn_set_error("mmap %s: %s", name, strerror(errno)); return ncclSystemError; }
+  if (creator) {
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&s->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    for (int i = 0; i < FN_XSLOTS; i++) s->x[i].gen = (uint64_t)i;
+    s->nranks = nranks;
+    s->coll_off = coll_off; s->mbox_off = mbox_off; s->total = total;
+    s->magic = 0xfa4e5e6;
+    __atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
+  } else {
+    while (!__atomic_load_n(&s->ready, __ATOMIC_ACQUIRE)) usleep(1000);
+  }
+  c->shm = s;
+  fn_shm_lock(s);
+  if (++s->attached == nranks) shm_unlink(name);
+  fn_shm_unlock(s);
+  return ncclSuccess;
+}
+
+/* Bootstrap exchange, two-phase: post this rank's record for generation gen, then complete
+ * (wait for every rank's record). No timeout, like NCCL's bootstrap (FACTS 3/4). Up to
+ * FN_XSLOTS generations may be outstanding, so one thread can drive several exchanges. */
+ncclResult_t fn_xpost(struct ncclComm *c, uint64_t gen, const void *rec, size_t len)
+{
+  struct fn_shm *s = c->shm;
+  struct fn_xslot *x = &s->x[gen % FN_XSLOTS];
+  fn_shm_lock(s);
+  while (x->gen != gen && !c->aborted) fn_shm_wait(s);
+  if (c->aborted) { fn_shm_unlock(s); return ncclInternalError; }
+  memset(x->rec[c->rank], 0, FN_XREC);
+  memcpy(x->rec[c->rank], rec, len < FN_XREC ? len : FN_XREC);
+  x->arrived++;
+  fn_shm_wake(s);
+  fn_shm_unlock(s);
+  return ncclSuccess;
+}
+
+ncclResult_t fn_xcomplete(struct ncclComm *c, uint64_t gen, unsigned char (*out)[FN_XREC])
+{
+  struct fn_shm *s = c->shm;
+  struct fn_xslot *x = &s->x[gen % FN_XSLOTS];
+  fn_shm_lock(s);
+  while (x->gen == gen && x->arrived < c->nranks && !c->aborted) fn_shm_wait(s);
+  if (c->aborted) { fn_shm_unlock(s); return ncclInternalError; }
+  if (out) memcpy(out, x->rec, (size_t)c->nranks * FN_XREC);
+  if (++x->departed == c->nranks) {
+    x->arrived = x->departed = 0;
+    x->gen += FN_XSLOTS;
+    fn_shm_wake(s);
+  }
+  fn_shm_unlock(s);
+  return ncclSuccess;
+}
+
+void fn_switch_dev(int dev, CUcontext *saved)
+{
+  CUcontext c = NULL;
+  cuCtxGetCurrent(saved);
+  if (cuDevicePrimaryCtxRetain(&c, dev) == CUDA_SUCCESS) cuCtxSetCurrent(c);
+}
+void fn_restore_dev(CUcontext saved) { cuCtxSetCurrent(saved); }

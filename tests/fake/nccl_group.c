@@ -1,0 +1,139 @@
+/* Fake NCCL: groups. Every collective-ish operation is an fn_op with one or more stages, each
+ * run in two phases (post, then complete). Outside a group an op runs at once (the implicit
+ * group); inside, ops are queued per thread and run at the outermost ncclGroupEnd: for each
+ * stage, post all, then complete all, so one thread can drive several ranks. Errors found
+ * inside a group are returned by ncclGroupEnd. A group that touches a nonblocking
+ * communicator runs on a background thread and ncclGroupEnd returns ncclInProgress. */
+#define _GNU_SOURCE
+#include "fake_nccl.h"
+#include <stdlib.h>
+
+static __thread int depth;
+static __thread struct fn_op *qhead, *qtail;
+static __thread ncclResult_t qerr;
+
+int fn_in_group(void) { return depth > 0; }
+
+void fn_group_error(ncclResult_t r)
+{
+  if (depth > 0 && qerr == ncclSuccess) qerr = r;
+}
+
+struct fn_op *fn_op_new(struct ncclComm *c, int nstages, fn_stage_t stage, fn_finish_t finish, void *arg)
+{
+  struct fn_op *op = calloc(1, sizeof *op);
+  if (!op) return NULL;
+  op->comm = c; op->nstages = nstages; op->stage = stage; op->finish = finish; op->arg = arg;
+  op->nonblocking = c && !c->blocking;
+  return op;
+}
+
+struct fn_op *fn_group_find(int (*match)(struct fn_op *, void *), void *key)
+{
+  for (struct fn_op *op = qhead; op; op = op->next)
+    if (match(op, key)) return op;
+  return NULL;
+}
+
+ncclResult_t fn_run_now(struct fn_op *list)
+{
+  int maxs = 0;
+  for (struct fn_op *op = list; op; op = op->next) if (op->nstages > maxs) maxs = op->nstages;
+  for (int s = 0; s < maxs; s++) {
+    for (struct fn_op *op = list; op; op = op->next) {
+      if (op->failed || s >= op->nstages) continue;
+      ncclResult_t r = op->stage(op, s, 0);
+      if (r != ncclSuccess) { op->failed = 1; op->res = r; }
+    }
+    for (struct fn_op *op = list; op; op = op->next) {
+      if (op->failed || s >= op->nstages) continue;
+      ncclResult_t r = op->stage(op, s, 1);
+      if (r != ncclSuccess) { op->failed = 1; op->res = r; }
+    }
+  }
+  ncclResult_t res = ncclSuccess;
+  for (struct fn_op *op = list, *n; op; op = n) {
+    n = op->next;
+    if (op->finish) op->finish(op, op->res);
+    if (op->comm && op->nonblocking) {
+      /* nonblocking: the op's result becomes the comm's async state, unless a failure
+       * already recorded a sticky error there */
+      ncclResult_t cur = __atomic_load_n(&op->comm->async, __ATOMIC_ACQUIRE);
+      if (cur == ncclInProgress || cur == ncclSuccess)
+        __atomic_store_n(&op->comm->async, op->res, __ATOMIC_RELEASE);
+    }
+    if (res == ncclSuccess && op->res != ncclSuccess) res = op->res;
+    free(op->arg);
+    free(op);
+  }
+  return res;
+}
+
+static void *bg_main(void *arg)
+{
+  fn_run_now(arg);
+  return NULL;
+}
+
+static ncclResult_t run_list(struct fn_op *list)
+{
+  int nb = 0;
+  for (struct fn_op *op = list; op; op = op->next) nb |= op->nonblocking;
+  if (!nb) return fn_run_now(list);
+  for (struct fn_op *op = list; op; op = op->next)
+    if (op->comm) __atomic_store_n(&op->comm->async, ncclInProgress, __ATOMIC_RELEASE);
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  int e = pthread_create(&t, &a, bg_main, list);
+  pthread_attr_destroy(&a);
+  if (e != 0) return fn_run_now(list);
+  return ncclInProgress;
+}
+
+ncclResult_t fn_submit(struct fn_op *op)
+{
+  if (!op) return ncclSystemError;
+  if (depth > 0) {
+    if (qtail) qtail->next = op; else qhead = op;
+    qtail = op;
+    return ncclSuccess;
+  }
+  return run_list(op);
+}
+
+ncclResult_t pncclGroupStart(void)
+{
+  ENTER();
+  if (depth++ == 0) qerr = ncclSuccess;
+  return LEAVE("ncclGroupStart", ncclSuccess, "depth=%d", depth);
+}
+FN_ALIAS(ncclGroupStart);
+
+ncclResult_t pncclGroupEnd(void)
+{
+  ENTER();
+  ncclResult_t r = ncclSuccess;
+  if (depth == 0) {
+    fn_set_error("ncclGroupEnd: not in a group");
+    r = ncclInvalidUsage;
+  } else if (--depth == 0) {
+    struct fn_op *list = qhead;
+    ncclResult_t e = qerr;
+    qhead = qtail = NULL;
+    qerr = ncclSuccess;
+    r = list ? run_list(list) : ncclSuccess;
+    if (e != ncclSuccess && (r == ncclSuccess || r == ncclInProgress)) r = e;
+  }
+  return LEAVE("ncclGroupEnd", r, "depth=%d", depth);
+}
+FN_ALIAS(ncclGroupEnd);
+
+ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
+{
+  ENTER();
+  if (simInfo) simInfo->estimatedTime = 0;
+  return LEAVE("ncclGroupSimulateEnd", ncclSuccess, "%p", (void *)simInfo);
+}
+FN_ALIAS(ncclGroupSimulateEnd);

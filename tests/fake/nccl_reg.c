@@ -1,0 +1,307 @@
+/* Fake NCCL: memory (ncclMemAlloc through the VMM API), buffer registration, window
+ * registration (FACTS 1, 3, 4) and device communicators. */
+#define _GNU_SOURCE
+#include "fake_nccl.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MB2 ((size_t)2 << 20)
+
+static ncclResult_t cuda_fail(CUresult cr, const char *what)
+{
+  const char *s = NULL;
+  cuGetErrorString(cr, &s);
+  fn_set_error("Cuda failure %d '%s' (%s)", (int)cr, s ? s : "?", what);
+  return ncclUnhandledCudaError;
+}
+
+/* ---- ncclMemAlloc / ncclMemFree: cuMemCreate + cuMemAddressReserve + cuMemMap (internal calls) ---- */
+
+ncclResult_t pncclMemAlloc(void **ptr, size_t size)
+{
+  ENTER();
+  ncclResult_t r = ncclSuccess;
+  CUdeviceptr va = 0;
+  CUmemGenericAllocationHandle h = 0;
+  size_t gran = 0, sz = 0;
+  if (!ptr || size == 0) { fn_set_error("ncclMemAlloc: invalid argument"); r = ncclInvalidArgument; goto out; }
+  CUdevice dev = 0;
+  if (cuCtxGetDevice(&dev) != CUDA_SUCCESS) dev = 0;
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUresult cr = cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  if (cr != CUDA_SUCCESS) { r = cuda_fail(cr, "cuMemGetAllocationGranularity"); goto out; }
+  sz = (size + gran - 1) / gran * gran;
+  if ((cr = cuMemCreate(&h, sz, &prop, 0)) != CUDA_SUCCESS) { r = cuda_fail(cr, "cuMemCreate"); goto out; }
+  if ((cr = cuMemAddressReserve(&va, sz, gran, 0, 0)) != CUDA_SUCCESS) { r = cuda_fail(cr, "cuMemAddressReserve"); goto out; }
+  if ((cr = cuMemMap(va, sz, 0, h, 0)) != CUDA_SUCCESS) { r = cuda_fail(cr, "cuMemMap"); goto out; }
+  CUmemAccessDesc acc;
+  memset(&acc, 0, sizeof acc);
+  acc.location = prop.location;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if ((cr = cuMemSetAccess(va, sz, &acc, 1)) != CUDA_SUCCESS) { r = cuda_fail(cr, "cuMemSetAccess"); goto out; }
+  *ptr = (void *)(uintptr_t)va;
+out:
+  if (h) cuMemRelease(h); /* the mapping keeps the memory */
+  if (r != ncclSuccess && va) { cuMemUnmap(va, sz); cuMemAddressFree(va, sz); }
+  return LEAVE("ncclMemAlloc", r, "ptr=%p size=%zu", ptr ? *ptr : NULL, size);
+}
+FN_ALIAS(ncclMemAlloc);
+
+ncclResult_t pncclMemFree(void *ptr)
+{
+  ENTER();
+  ncclResult_t r = ncclSuccess;
+  if (ptr) {
+    CUdeviceptr base = 0;
+    size_t sz = 0;
+    CUmemGenericAllocationHandle h;
+    CUresult cr = cuMemRetainAllocationHandle(&h, ptr);
+    if (cr != CUDA_SUCCESS) r = cuda_fail(cr, "cuMemRetainAllocationHandle");
+    else {
+      cuMemRelease(h);
+      if ((cr = cuMemGetAddressRange(&base, &sz, (CUdeviceptr)(uintptr_t)ptr)) != CUDA_SUCCESS) r = cuda_fail(cr, "cuMemGetAddressRange");
+      else if ((cr = cuMemUnmap(base, sz)) != CUDA_SUCCESS) r = cuda_fail(cr, "cuMemUnmap");
+      else if ((cr = cuMemAddressFree(base, sz)) != CUDA_SUCCESS) r = cuda_fail(cr, "cuMemAddressFree");
+    }
+  }
+  return LEAVE("ncclMemFree", r, "ptr=%p", ptr);
+}
+FN_ALIAS(ncclMemFree);
+
+/* ---- buffer registration: local ---- */
+
+static int is_device(const void *p)
+{
+  unsigned int mt = 0;
+  return cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p) == CUDA_SUCCESS &&
+         mt == CU_MEMORYTYPE_DEVICE;
+}
+
+ncclResult_t pncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
+{
+  ENTER();
+  ncclResult_t r = fn_check_comm(comm, 0);
+  if (r == ncclSuccess && (!handle || !buff || !size)) { fn_set_error("ncclCommRegister: invalid argument"); r = ncclInvalidArgument; }
+  if (r == ncclSuccess && !is_device(buff)) { fn_set_error("ncclCommRegister: %p is not device memory", buff); r = ncclInvalidArgument; }
+  if (r == ncclSuccess) {
+    struct fn_reg *g = calloc(1, sizeof *g);
+    g->magic = 0x7e9; g->buff = buff; g->size = size; g->live = 1;
+    pthread_mutex_lock(&comm->lk);
+    g->next = comm->regs;
+    comm->regs = g;
+    pthread_mutex_unlock(&comm->lk);
+    *handle = g;
+  }
+  return LEAVE("ncclCommRegister", r, "comm=%p buff=%p size=%zu handle=%p", (void *)comm, buff, size,
+               handle ? *handle : NULL);
+}
+FN_ALIAS(ncclCommRegister);
+
+ncclResult_t pncclCommDeregister(const ncclComm_t comm, void *handle)
+{
+  ENTER();
+  ncclResult_t r = fn_check_comm(comm, 1);
+  if (r == ncclInvalidUsage) r = ncclSuccess; /* finalized/revoked: still allowed */
+  if (r == ncclSuccess) {
+    int found = 0;
+    pthread_mutex_lock(&comm->lk);
+    for (struct fn_reg **pp = &comm->regs; *pp; pp = &(*pp)->next)
+      if (*pp == handle) { (*pp)->live = 0; *pp = (*pp)->next; found = 1; break; }
+    pthread_mutex_unlock(&comm->lk);
+    if (!found) { fn_set_error("ncclCommDeregister: unknown handle %p", handle); r = ncclInvalidArgument; }
+  }
+  return LEAVE("ncclCommDeregister", r, "comm=%p handle=%p", (void *)comm, handle);
+}
+FN_ALIAS(ncclCommDeregister);
+
+/* ---- window registration ---- */
+
+struct reg_arg {
+  void *buff;
+  size_t size;
+  ncclWindow_t *win;    /* the caller's own pointer: written at group end (FACTS 4) */
+  int flags;
+  int skip;             /* decided locally, no exchange: 1 = NULL window, 2 = local handle */
+  CUdeviceptr va;
+  size_t va_size;
+};
+
+static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
+{
+  (void)stage;
+  struct reg_arg *a = op->arg;
+  struct ncclComm *c = op->comm;
+  int v = fn_version();
+  if (complete) return a->skip ? ncclSuccess : fn_xcomplete(c, op->gen, NULL);
+
+  if (c->damaged) { fn_set_error("communicator %p is in an error state after a failed registration", (void *)c); return ncclInternalError; }
+  if (fn_env_int("FAKE_NCCL_NO_SYMMETRIC", 0)) { /* FACTS 3 (NCCL_CUMEM_ENABLE=0) and 4 (NVIDIA/nccl#1963) */
+    a->skip = v >= 22900 ? 1 : 2;
+    return ncclSuccess;
+  }
+  if (!is_device(a->buff)) { fn_set_error("window buffer %p is not device memory", a->buff); return ncclInvalidArgument; }
+  CUdeviceptr base = 0;
+  size_t asz = 0;
+  cuMemGetAddressRange(&base, &asz, (CUdeviceptr)(uintptr_t)a->buff);
+  if ((uintptr_t)a->buff + a->size > (uintptr_t)base + asz) {
+    fn_set_error("window [%p, +%zu) exceeds its allocation", a->buff, a->size);
+    return ncclInvalidArgument;
+  }
+  if (v < 22800 && (((uintptr_t)a->buff % MB2) || (a->size % MB2))) { /* 2.27 (FACTS 4) */
+    fprintf(stderr, "fake-nccl %d WARN NCCL window registration requires 2MB aligned buffer and size (buff %p size %zu)\n",
+            (int)getpid(), a->buff, a->size);
+    a->skip = 1;
+    return ncclSuccess;
+  }
+  CUmemGenericAllocationHandle h;
+  CUresult cr = cuMemRetainAllocationHandle(&h, a->buff);
+  if (cr != CUDA_SUCCESS) { /* cudaMalloc memory (FACTS 3/4): this rank leaves, peers wait forever */
+    c->damaged = 1;
+    __atomic_store_n(&c->async, ncclUnhandledCudaError, __ATOMIC_RELEASE);
+    return cuda_fail(cr, "cuMemRetainAllocationHandle: window buffer is not from the CUDA VMM API");
+  }
+  cuMemRelease(h);
+  if (((uintptr_t)a->buff - (uintptr_t)base) % NCCL_WIN_REQUIRED_ALIGNMENT) {
+    fn_set_error("window buffer offset %zu in its allocation is not a multiple of %d",
+                 (size_t)((uintptr_t)a->buff - (uintptr_t)base), NCCL_WIN_REQUIRED_ALIGNMENT);
+    return ncclInvalidArgument;
+  }
+  /* Reserve address space for the peers' mappings: a potentially unsafe call that fails under
+   * a global stream capture (FACTS 3); 2.30.7 fixed it (modelled with relaxed capture mode). */
+  a->va_size = (a->size + MB2 - 1) / MB2 * MB2;
+  CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (v >= 23007) cuThreadExchangeStreamCaptureMode(&m);
+  cr = cuMemAddressReserve(&a->va, a->va_size, 0, 0, 0);
+  if (v >= 23007) cuThreadExchangeStreamCaptureMode(&m);
+  if (cr != CUDA_SUCCESS) { a->va = 0; return cuda_fail(cr, "cuMemAddressReserve"); }
+  struct { size_t size; int flags, rank; } rec = {a->size, a->flags, c->rank};
+  op->gen = c->xgen++;
+  return fn_xpost(c, op->gen, &rec, sizeof rec); /* blocks nothing; complete waits, no timeout */
+}
+
+static void reg_finish(struct fn_op *op, ncclResult_t r)
+{
+  struct reg_arg *a = op->arg;
+  if (r != ncclSuccess) {
+    if (a->va) cuMemAddressFree(a->va, a->va_size);
+    return;
+  }
+  if (a->skip == 1) { if (a->win) *a->win = NULL; return; }
+  struct ncclWindow_vidmem *w = calloc(1, sizeof *w);
+  w->magic = 0x3172d0; w->comm = op->comm; w->buff = a->buff; w->size = a->size; w->flags = a->flags;
+  w->local_only = a->skip == 2; w->va = a->va; w->va_size = a->va_size; w->live = 1;
+  fn_win_add(w);
+  pthread_mutex_lock(&op->comm->lk);
+  w->next = op->comm->wins;
+  op->comm->wins = w;
+  pthread_mutex_unlock(&op->comm->lk);
+  if (a->win) *a->win = w;
+}
+
+ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags)
+{
+  ENTER();
+  int v = fn_version();
+  ncclResult_t r = ncclSuccess;
+  if (!comm && v < 22900) {
+    /* 2.27/2.28 read through the NULL communicator: a real SIGSEGV kills the process (FACTS 1).
+     * This is the fault being modelled, on purpose. */
+    struct ncclComm *volatile cp = comm;
+    r = (ncclResult_t)*(volatile int *)&cp->state;
+  }
+  if (!comm) { fn_set_error("comm argument is NULL"); r = ncclInvalidArgument; goto out; }
+  if (v >= 22900 && (!win || !buff || size == 0)) { /* FACTS 4 */
+    fn_set_error("%s", !win ? "win argument is NULL" : !buff ? "buff argument is NULL" : "size argument is 0");
+    r = ncclInvalidArgument;
+    goto out;
+  }
+  if ((r = fn_check_comm(comm, 0)) != ncclSuccess) goto out;
+  if (!win || !buff || size == 0) goto out; /* 2.28: success, *win untouched (FACTS 4) */
+  struct reg_arg *a = calloc(1, sizeof *a);
+  a->buff = buff; a->size = size; a->win = win; a->flags = winFlags;
+  struct fn_op *op = fn_op_new(comm, 1, reg_stage, reg_finish, a);
+  /* 2.28+ defer the work to group end (FACTS 4); 2.27 registers inside the call */
+  r = v >= 22800 ? fn_submit(op) : fn_run_now(op);
+out:
+  if (r != ncclSuccess && r != ncclInProgress) fn_group_error(r);
+  return LEAVE("ncclCommWindowRegister", r, "comm=%p buff=%p size=%zu win=%p *win=%p flags=%d", (void *)comm, buff,
+               size, (void *)win, win ? (void *)*win : NULL, winFlags);
+}
+FN_ALIAS(ncclCommWindowRegister);
+
+/* Local, not collective (FACTS 4). */
+ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
+{
+  ENTER();
+  ncclResult_t r = ncclSuccess;
+  if (!comm) { fn_set_error("comm argument is NULL"); r = ncclInvalidArgument; goto out; }
+  if (!fn_comm_known(comm)) { fn_set_error("invalid communicator %p", (void *)comm); r = ncclInvalidArgument; goto out; }
+  if (!win) goto out; /* FACTS 3: NULL window -> success */
+  int st = __atomic_load_n(&comm->state, __ATOMIC_ACQUIRE);
+  if (st == ST_DESTROYED || st == ST_ABORTED) { /* FACTS 2: after ncclCommDestroy */
+    fn_set_error("Cuda failure 101 'invalid device ordinal'");
+    r = ncclUnhandledCudaError;
+    goto out;
+  }
+  if (!fn_win_known(win) || win->comm != comm || !win->live) {
+    fn_set_error("invalid window %p", (void *)win);
+    r = ncclInvalidArgument;
+    goto out;
+  }
+  pthread_mutex_lock(&comm->lk);
+  for (struct ncclWindow_vidmem **pp = &comm->wins; *pp; pp = &(*pp)->next)
+    if (*pp == win) { *pp = win->next; break; }
+  win->live = 0; /* the object stays: window pointers are never reused */
+  pthread_mutex_unlock(&comm->lk);
+  if (win->va) cuMemAddressFree(win->va, win->va_size);
+out:
+  return LEAVE("ncclCommWindowDeregister", r, "comm=%p win=%p", (void *)comm, (void *)win);
+}
+FN_ALIAS(ncclCommWindowDeregister);
+
+#ifndef FAKE_LEGACY
+/* ---- device communicators (opaque here) ---- */
+
+static const unsigned char devcomm_pattern[16] = {0xfa, 0xce, 0xde, 0xc0, 0x4d, 0x4d, 0x4f, 0x43,
+                                                  0xfa, 0xce, 0xde, 0xc0, 0x4d, 0x4d, 0x4f, 0x43};
+
+ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const *reqs, ncclDevComm_t *outDevComm)
+{
+  ENTER();
+  ncclResult_t r = fn_check_comm(comm, 0);
+  if (r == ncclSuccess && (!outDevComm || !reqs)) { fn_set_error("ncclDevCommCreate: invalid argument"); r = ncclInvalidArgument; }
+  if (r == ncclSuccess && comm->damaged) { fn_set_error("communicator is in an error state"); r = ncclInternalError; }
+  if (r == ncclSuccess) {
+    memcpy(outDevComm, devcomm_pattern, sizeof devcomm_pattern);
+    pthread_mutex_lock(&comm->lk);
+    comm->ndevcomm++;
+    pthread_mutex_unlock(&comm->lk);
+  }
+  return LEAVE("ncclDevCommCreate", r, "comm=%p reqs=%p out=%p", (void *)comm, (const void *)reqs, (void *)outDevComm);
+}
+FN_ALIAS(ncclDevCommCreate);
+
+ncclResult_t pncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const *devComm)
+{
+  ENTER();
+  ncclResult_t r = fn_check_comm(comm, 1);
+  if (r == ncclSuccess && (!devComm || memcmp(devComm, devcomm_pattern, sizeof devcomm_pattern) != 0)) {
+    fn_set_error("ncclDevCommDestroy: not a device communicator");
+    r = ncclInvalidArgument;
+  }
+  if (r == ncclSuccess) {
+    pthread_mutex_lock(&comm->lk);
+    comm->ndevcomm--;
+    pthread_mutex_unlock(&comm->lk);
+  }
+  return LEAVE("ncclDevCommDestroy", r, "comm=%p devComm=%p", (void *)comm, (const void *)devComm);
+}
+FN_ALIAS(ncclDevCommDestroy);
+#endif

@@ -1,0 +1,271 @@
+/* Self-test of the fakes: `selftest MODE` runs one scenario against the fake CUDA/NCCL (no
+ * ncclguard) and prints "PASS MODE" or "FAIL MODE: why" (exit 0/1). Driven by tests/t_fake.sh. */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *mode;
+#define FAIL(...) do { printf("FAIL %s: ", mode); printf(__VA_ARGS__); printf("\n"); fflush(stdout); _exit(1); } while (0)
+#define NCHECK(call, want) do { ncclResult_t r_ = (call); if (r_ != (want)) FAIL("%s -> %d (%s), want %d; last error: %s", #call, (int)r_, ncclGetErrorString(r_), (int)(want), ncclGetLastError(NULL)); } while (0)
+#define CCHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) FAIL("%s -> %s", #call, cudaGetErrorString(e_)); } while (0)
+
+#define N 100000 /* elements: larger than the fake's staging area, so chunking is exercised */
+static ncclUniqueId id;
+static int nranks = 2;
+
+/* collectives and a window on one rank; returns only when all checks pass */
+static void rank_body(ncclComm_t comm, int rank)
+{
+  float *buf, *out;
+  float *host = malloc(N * sizeof(float) * 2);
+  NCHECK(ncclMemAlloc((void **)&buf, N * sizeof(float)), ncclSuccess);
+  CCHECK(cudaMalloc((void **)&out, 2 * N * sizeof(float)));
+  for (int i = 0; i < N; i++) host[i] = (float)(rank + 1) * (float)(i % 7);
+  CCHECK(cudaMemcpy(buf, host, N * sizeof(float), cudaMemcpyHostToDevice));
+  cudaStream_t s;
+  CCHECK(cudaStreamCreate(&s));
+  ncclWindow_t win = NULL;
+  NCHECK(ncclCommWindowRegister(comm, buf, N * sizeof(float), &win, NCCL_WIN_COLL_SYMMETRIC), ncclSuccess);
+  if (!win) FAIL("rank %d: NULL window", rank);
+  NCHECK(ncclAllReduce(buf, buf, N, ncclFloat, ncclSum, comm, s), ncclSuccess); /* registered, in place */
+  CCHECK(cudaStreamSynchronize(s));
+  CCHECK(cudaMemcpy(host, buf, N * sizeof(float), cudaMemcpyDeviceToHost));
+  float tri = (float)(nranks * (nranks + 1) / 2);
+  for (int i = 0; i < N; i++) if (host[i] != tri * (float)(i % 7)) FAIL("allreduce[%d] = %g, want %g", i, host[i], tri * (float)(i % 7));
+  int iv = rank + 10, *ib, ir;
+  CCHECK(cudaMalloc((void **)&ib, 2 * sizeof(int)));
+  CCHECK(cudaMemcpy(ib, &iv, sizeof iv, cudaMemcpyHostToDevice));
+  NCHECK(ncclAllReduce(ib, ib + 1, 1, ncclInt32, ncclMax, comm, s), ncclSuccess); /* unregistered */
+  CCHECK(cudaStreamSynchronize(s));
+  CCHECK(cudaMemcpy(&ir, ib + 1, sizeof ir, cudaMemcpyDeviceToHost));
+  if (ir != nranks - 1 + 10) FAIL("max = %d", ir);
+  NCHECK(ncclAllGather(ib, out, 1, ncclInt32, comm, s), ncclSuccess);
+  CCHECK(cudaStreamSynchronize(s));
+  int g[64];
+  CCHECK(cudaMemcpy(g, out, (size_t)nranks * sizeof(int), cudaMemcpyDeviceToHost));
+  for (int r = 0; r < nranks; r++) if (g[r] != r + 10) FAIL("allgather[%d] = %d", r, g[r]);
+  /* send/recv ring */
+  int peer_to = (rank + 1) % nranks, peer_from = (rank + nranks - 1) % nranks, got = -1;
+  NCHECK(ncclGroupStart(), ncclSuccess);
+  NCHECK(ncclSend(ib, 1, ncclInt32, peer_to, comm, s), ncclSuccess);
+  NCHECK(ncclRecv(ib + 1, 1, ncclInt32, peer_from, comm, s), ncclSuccess);
+  NCHECK(ncclGroupEnd(), ncclSuccess);
+  CCHECK(cudaStreamSynchronize(s));
+  CCHECK(cudaMemcpy(&got, ib + 1, sizeof got, cudaMemcpyDeviceToHost));
+  if (got != peer_from + 10) FAIL("recv %d, want %d", got, peer_from + 10);
+  NCHECK(ncclCommWindowDeregister(comm, win), ncclSuccess);
+  NCHECK(ncclCommDestroy(comm), ncclSuccess);
+  NCHECK(ncclMemFree(buf), ncclSuccess);
+  free(host);
+}
+
+static void *thread_rank(void *arg)
+{
+  int rank = (int)(long)arg;
+  CCHECK(cudaSetDevice(rank));
+  ncclComm_t comm;
+  NCHECK(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
+  rank_body(comm, rank);
+  return NULL;
+}
+
+static void run_threads(void *(*fn)(void *))
+{
+  pthread_t t[64];
+  for (long r = 0; r < nranks; r++) pthread_create(&t[r], NULL, fn, (void *)r);
+  for (int r = 0; r < nranks; r++) pthread_join(t[r], NULL);
+}
+
+static int kind_of[2]; /* asym: 0 = cudaMalloc, 1 = ncclMemAlloc */
+static void *reg_rank(void *arg)
+{
+  int rank = (int)(long)arg;
+  CCHECK(cudaSetDevice(rank));
+  ncclComm_t comm;
+  NCHECK(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
+  void *buf;
+  if (kind_of[rank]) NCHECK(ncclMemAlloc(&buf, 1 << 20), ncclSuccess);
+  else CCHECK(cudaMalloc(&buf, 1 << 20));
+  ncclWindow_t win = NULL;
+  ncclResult_t r = ncclCommWindowRegister(comm, buf, 1 << 20, &win, 0);
+  printf("rank %d register -> %d win=%p\n", rank, (int)r, (void *)win);
+  fflush(stdout);
+  return NULL;
+}
+
+static ncclComm_t one_rank(void)
+{
+  ncclComm_t c;
+  ncclUniqueId u;
+  NCHECK(ncclGetUniqueId(&u), ncclSuccess);
+  NCHECK(ncclCommInitRank(&c, 1, u, 0), ncclSuccess);
+  return c;
+}
+
+int main(int argc, char **argv)
+{
+  mode = argc > 1 ? argv[1] : "threads";
+  if (argc > 2) nranks = atoi(argv[2]);
+  ncclGetUniqueId(&id);
+  if (!strcmp(mode, "threads")) {
+    run_threads(thread_rank);
+  } else if (!strcmp(mode, "fork")) {
+    for (int r = 0; r < nranks; r++)
+      if (fork() == 0) { thread_rank((void *)(long)r); _exit(0); }
+    for (int r = 0; r < nranks; r++) {
+      int st;
+      wait(&st);
+      if (!WIFEXITED(st) || WEXITSTATUS(st)) FAIL("a child failed (status %d)", st);
+    }
+  } else if (!strcmp(mode, "group")) { /* one thread drives every rank */
+    ncclComm_t c[8];
+    float *b[8];
+    ncclWindow_t w[8] = {0};
+    cudaStream_t s[8];
+    NCHECK(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < nranks; r++) { CCHECK(cudaSetDevice(r)); NCHECK(ncclCommInitRank(&c[r], nranks, id, r), ncclSuccess); }
+    NCHECK(ncclGroupEnd(), ncclSuccess);
+    for (int r = 0; r < nranks; r++) {
+      CCHECK(cudaSetDevice(r));
+      NCHECK(ncclMemAlloc((void **)&b[r], 4 << 20), ncclSuccess);
+      CCHECK(cudaStreamCreate(&s[r]));
+      float v = (float)r + 1;
+      CCHECK(cudaMemcpy(b[r], &v, sizeof v, cudaMemcpyHostToDevice));
+    }
+    NCHECK(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < nranks; r++) {
+      NCHECK(ncclCommWindowRegister(c[r], b[r], 4 << 20, &w[r], 0), ncclSuccess);
+      if (w[r]) FAIL("*win written before ncclGroupEnd");
+      NCHECK(ncclCommWindowRegister(c[r], b[r] + 1024, 1 << 20, &w[r + 4], 0), ncclSuccess); /* 2 per comm */
+    }
+    NCHECK(ncclGroupEnd(), ncclSuccess);
+    for (int r = 0; r < nranks; r++) if (!w[r] || !w[r + 4] || w[r] == w[r + 4]) FAIL("windows %p %p", (void *)w[r], (void *)w[r + 4]);
+    NCHECK(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < nranks; r++) NCHECK(ncclAllReduce(b[r], b[r], 1, ncclFloat, ncclSum, c[r], s[r]), ncclSuccess);
+    NCHECK(ncclGroupEnd(), ncclSuccess);
+    for (int r = 0; r < nranks; r++) {
+      float v;
+      CCHECK(cudaStreamSynchronize(s[r]));
+      CCHECK(cudaMemcpy(&v, b[r], sizeof v, cudaMemcpyDeviceToHost));
+      if (v != (float)(nranks * (nranks + 1) / 2)) FAIL("group allreduce %g", v);
+    }
+    ncclComm_t sc[8];
+    NCHECK(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < nranks; r++) NCHECK(ncclCommSplit(c[r], r % 2, r, &sc[r], NULL), ncclSuccess);
+    NCHECK(ncclGroupEnd(), ncclSuccess);
+    for (int r = 0; r < nranks; r++) {
+      int n, me;
+      NCHECK(ncclCommCount(sc[r], &n), ncclSuccess);
+      NCHECK(ncclCommUserRank(sc[r], &me), ncclSuccess);
+      if (n != (nranks - r % 2 + 1) / 2 || me != r / 2) FAIL("split rank %d: n=%d me=%d", r, n, me);
+    }
+    for (int r = 0; r < nranks; r++) { NCHECK(ncclCommDestroy(sc[r]), ncclSuccess); NCHECK(ncclCommDestroy(c[r]), ncclSuccess); }
+  } else if (!strcmp(mode, "nonblocking")) {
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclComm_t c;
+    ncclUniqueId u;
+    ncclGetUniqueId(&u);
+    NCHECK(ncclCommInitRankConfig(&c, 1, u, 0, &cfg), ncclInProgress);
+    void *buf;
+    NCHECK(ncclMemAlloc(&buf, 1 << 21), ncclSuccess);
+    ncclWindow_t w = NULL;
+    NCHECK(ncclCommWindowRegister(c, buf, 1 << 21, &w, 0), ncclInvalidArgument);
+    if (!strstr(ncclGetLastError(c), "Attempt to use communicator before")) FAIL("last error: %s", ncclGetLastError(c));
+    ncclResult_t a = ncclInProgress;
+    int polls = 0;
+    while (a == ncclInProgress) { NCHECK(ncclCommGetAsyncError(c, &a), ncclSuccess); usleep(10000); polls++; }
+    if (a != ncclSuccess || polls < 10) FAIL("async %d after %d polls", (int)a, polls);
+    ncclResult_t r = ncclCommWindowRegister(c, buf, 1 << 21, &w, 0);
+    if (r != ncclSuccess && r != ncclInProgress) FAIL("register on ready nonblocking comm -> %d", (int)r);
+    do { NCHECK(ncclCommGetAsyncError(c, &a), ncclSuccess); usleep(1000); } while (a == ncclInProgress);
+    if (a != ncclSuccess || !w) FAIL("registration: async %d win %p", (int)a, (void *)w);
+  } else if (!strcmp(mode, "asym")) { /* FACTS 3: must hang (the caller bounds it with timeout) */
+    kind_of[0] = 0; kind_of[1] = 1;
+    run_threads(reg_rank);
+    FAIL("asymmetric registration returned on both ranks");
+  } else if (!strcmp(mode, "bothmalloc")) {
+    ncclComm_t c[2];
+    void *b[2];
+    ncclWindow_t w[2] = {0};
+    NCHECK(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < 2; r++) { CCHECK(cudaSetDevice(r)); NCHECK(ncclCommInitRank(&c[r], 2, id, r), ncclSuccess); }
+    NCHECK(ncclGroupEnd(), ncclSuccess);
+    for (int r = 0; r < 2; r++) { CCHECK(cudaSetDevice(r)); CCHECK(cudaMalloc(&b[r], 1 << 21)); }
+    NCHECK(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < 2; r++) NCHECK(ncclCommWindowRegister(c[r], b[r], 1 << 21, &w[r], 0), ncclSuccess);
+    NCHECK(ncclGroupEnd(), ncclUnhandledCudaError);
+    if (w[0] || w[1]) FAIL("windows not NULL");
+    NCHECK(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < 2; r++) ncclAllReduce(b[r], b[r], 1, ncclFloat, ncclSum, c[r], NULL);
+    NCHECK(ncclGroupEnd(), ncclInternalError);
+  } else if (!strcmp(mode, "nullcomm")) {
+    void *buf;
+    NCHECK(ncclMemAlloc(&buf, 1 << 21), ncclSuccess);
+    ncclWindow_t w = NULL;
+    ncclResult_t r = ncclCommWindowRegister(NULL, buf, 1 << 21, &w, 0);
+    printf("nullcomm -> %d (%s)\n", (int)r, ncclGetLastError(NULL));
+    NCHECK(r, ncclInvalidArgument);
+  } else if (!strcmp(mode, "capture")) { /* FACTS 3; argv[2] = expected result (0 or 1) */
+    ncclComm_t c = one_rank();
+    void *buf;
+    NCHECK(ncclMemAlloc(&buf, 1 << 21), ncclSuccess);
+    cudaStream_t s;
+    CCHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CCHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    ncclWindow_t w = NULL;
+    ncclResult_t r = ncclCommWindowRegister(c, buf, 1 << 21, &w, 0);
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(s, &g);
+    printf("capture: register -> %d (%s), end capture -> %s\n", (int)r, ncclGetLastError(c), cudaGetErrorName(e));
+    if (nranks == 1) { /* expect failure (argv[2]=1) */
+      if (r != ncclUnhandledCudaError || !strstr(ncclGetLastError(c), "operation not permitted when stream is capturing") ||
+          e != cudaErrorStreamCaptureInvalidated)
+        FAIL("want ncclUnhandledCudaError and an invalidated capture");
+    } else if (r != ncclSuccess || e != cudaSuccess || !w) {
+      FAIL("want success under capture");
+    }
+  } else if (!strcmp(mode, "destroy")) { /* FACTS 2 */
+    ncclComm_t c = one_rank();
+    void *buf, *h;
+    NCHECK(ncclMemAlloc(&buf, 1 << 21), ncclSuccess);
+    ncclWindow_t w1 = NULL, w2 = NULL;
+    NCHECK(ncclCommWindowRegister(c, buf, 1 << 21, &w1, 0), ncclSuccess);
+    NCHECK(ncclCommWindowRegister(c, buf, 1 << 21, &w2, 0), ncclSuccess);
+    if (!w1 || !w2 || w1 == w2) FAIL("same buffer twice: %p %p", (void *)w1, (void *)w2);
+    NCHECK(ncclCommWindowDeregister(c, NULL), ncclSuccess);
+    NCHECK(ncclCommRegister(c, buf, 1 << 21, &h), ncclSuccess);
+    NCHECK(ncclCommDestroy(c), ncclSuccess);
+    NCHECK(ncclCommWindowDeregister(c, w1), ncclUnhandledCudaError);
+    if (!strstr(ncclGetLastError(c), "invalid device ordinal")) FAIL("last error %s", ncclGetLastError(c));
+    NCHECK(ncclCommDestroy(c), ncclInvalidArgument);
+  } else if (!strcmp(mode, "misaligned")) {
+    ncclComm_t c = one_rank();
+    char *buf;
+    NCHECK(ncclMemAlloc((void **)&buf, 1 << 21), ncclSuccess);
+    ncclWindow_t w = NULL;
+    NCHECK(ncclCommWindowRegister(c, buf + 512, 4096, &w, 0), ncclInvalidArgument);
+    int host;
+    NCHECK(ncclCommWindowRegister(c, &host, sizeof host, &w, 0), ncclInvalidArgument);
+    NCHECK(ncclCommWindowRegister(c, buf + 4096, 4096, &w, 0), ncclSuccess);
+    if (!w) FAIL("NULL window");
+  } else if (!strcmp(mode, "nosym")) { /* argv[2]: 1 = expect NULL window */
+    ncclComm_t c = one_rank();
+    void *buf;
+    NCHECK(ncclMemAlloc(&buf, 1 << 21), ncclSuccess);
+    ncclWindow_t w = (ncclWindow_t)0x1;
+    NCHECK(ncclCommWindowRegister(c, buf, 1 << 21, &w, 0), ncclSuccess);
+    if ((nranks == 1) != (w == NULL)) FAIL("window %p", (void *)w);
+  } else {
+    FAIL("unknown mode");
+  }
+  printf("PASS %s\n", mode);
+  return 0;
+}

@@ -1,0 +1,57 @@
+# Consumer programs (tests/progs) and the GPU benchmark (tests/gpu/bench.c); included by ../../Makefile.
+#   make testbins                 -> $(BUILD)/progs/*, linked against the fakes in $(BUILD)/fake (CI; no
+#                                    rpath: tests set LD_LIBRARY_PATH=$(BUILD)/fake)
+#   make progs-real NCCL_LIB=dir CUDA_LIB=dir
+#                                 -> $(BUILD)/progs-real/*, linked against the real libnccl.so.2 and
+#                                    libcudart (RUNPATH set to those directories); used by tests/gpu/run
+# Headers: NCCL_INCLUDE (nccl.h) and CUDA_INCLUDE (cuda_runtime.h) from the top Makefile.
+
+PROGS_SRCDIR := tests/progs
+PROGS_HDR := $(wildcard $(PROGS_SRCDIR)/*.h)
+PROGS_COMMON := $(PROGS_SRCDIR)/common.c
+NGTEST_SRC := $(addprefix $(PROGS_SRCDIR)/,ngtest.c launch.c scenario.c common.c)
+PROGS_NAMES := ngtest libconsumer.so dlopen_local fork_after soak bench
+PROGS_CFLAGS = $(ALL_CFLAGS) -I$(PROGS_SRCDIR) $(if $(NCCL_INCLUDE),-I$(NCCL_INCLUDE)) $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE))
+
+# Linked by soname file name, so no libnccl.so / libcudart.so development links are needed.
+PROGS_FAKE_DEPS = $(BUILD)/fake/libnccl.so.2 $(BUILD)/fake/libcudart.so.13
+PROGS_FAKE_LINK = -L$(BUILD)/fake -l:libnccl.so.2 -l:libcudart.so.13 -Wl,-rpath-link,$(BUILD)/fake
+
+NCCL_LIB ?= $(firstword $(foreach d,/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu /usr/lib64,$(if $(wildcard $(d)/libnccl.so.2),$(d))))
+CUDA_LIB ?= $(firstword $(foreach d,/usr/local/cuda/lib64 /usr/local/cuda/lib,$(if $(wildcard $(d)/libcudart.so*),$(d))))
+PROGS_REAL_NCCL = $(firstword $(wildcard $(NCCL_LIB)/libnccl.so.2 $(NCCL_LIB)/libnccl.so))
+PROGS_REAL_CUDART = $(firstword $(wildcard $(CUDA_LIB)/libcudart.so $(CUDA_LIB)/libcudart.so.[0-9]*))
+PROGS_REAL_LINK = $(PROGS_REAL_NCCL) $(PROGS_REAL_CUDART) -Wl,-rpath,$(NCCL_LIB):$(CUDA_LIB)
+
+# progs_rules(output dir, link flags, prerequisites)
+define progs_rules
+$(1)/ngtest: $(NGTEST_SRC) $(PROGS_HDR) $(3)
+	@mkdir -p $$(@D)
+	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(NGTEST_SRC) $(2) -ldl -lpthread
+$(1)/libconsumer.so: $(PROGS_SRCDIR)/consumer.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
+	@mkdir -p $$(@D)
+	$$(CC) $$(PROGS_CFLAGS) -shared -o $$@ $(PROGS_SRCDIR)/consumer.c $(PROGS_COMMON) $(2) -ldl -lpthread
+$(1)/dlopen_local: $(PROGS_SRCDIR)/dlopen_local.c
+	@mkdir -p $$(@D)
+	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/dlopen_local.c -ldl
+$(1)/fork_after: $(PROGS_SRCDIR)/fork_after.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
+	@mkdir -p $$(@D)
+	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/fork_after.c $(PROGS_COMMON) $(2) -ldl -lpthread
+$(1)/soak: $(PROGS_SRCDIR)/soak.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
+	@mkdir -p $$(@D)
+	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/soak.c $(PROGS_COMMON) $(2) -ldl -lpthread
+$(1)/bench: tests/gpu/bench.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
+	@mkdir -p $$(@D)
+	$$(CC) $$(PROGS_CFLAGS) -o $$@ tests/gpu/bench.c $(PROGS_COMMON) $(2) -ldl -lpthread
+endef
+
+$(eval $(call progs_rules,$(BUILD)/progs,$(PROGS_FAKE_LINK),$(PROGS_FAKE_DEPS)))
+$(eval $(call progs_rules,$(BUILD)/progs-real,$(PROGS_REAL_LINK),progs-real-check))
+
+.PHONY: testbins progs-real progs-real-check
+testbins: $(addprefix $(BUILD)/progs/,$(PROGS_NAMES))
+progs-real: $(addprefix $(BUILD)/progs-real/,$(PROGS_NAMES))
+progs-real-check:
+	@test -n "$(PROGS_REAL_NCCL)" || { echo "progs-real: no libnccl.so.2 in NCCL_LIB='$(NCCL_LIB)'" >&2; exit 1; }
+	@test -n "$(PROGS_REAL_CUDART)" || { echo "progs-real: no libcudart.so* in CUDA_LIB='$(CUDA_LIB)'" >&2; exit 1; }
+	@test -n "$(CUDA_INCLUDE)" || { echo "progs-real: cuda_runtime.h not found; set CUDA_INCLUDE=dir" >&2; exit 1; }

@@ -1,0 +1,68 @@
+#!/bin/sh
+# Self-test of the fake CUDA driver/runtime and fake NCCL (tests/fake/), WITHOUT ncclguard.
+. "$NG_ROOT/tests/lib.sh"
+ST="$FAKE/selftest"
+
+# st NAME EXPECTED_RC [ENV=VAL ...] -- ARGS...: run the selftest, compare the exit status
+st() {
+  n=$1; want=$2; shift 2
+  envs=""
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs="$envs $1"; shift; done
+  shift
+  # shellcheck disable=SC2086
+  env $envs sh -c '. "$NG_ROOT/tests/lib.sh"; bare_run "$@"' x "$ST" "$@" >"$T/$n.log" 2>&1
+  rc=$?
+  if [ "$rc" -eq "$want" ]; then pass "$n"; else fail "$n" "exit $rc, want $want: $(tail -n 3 "$T/$n.log" | tr '\n' ' ')"; fi
+}
+
+st fake_threads_2 0 -- threads 2
+st fake_threads_4 0 -- threads 4
+st fake_fork_2 0 -- fork 2
+st fake_fork_3 0 -- fork 3
+st fake_group_one_thread_2 0 -- group 2
+st fake_group_one_thread_4 0 -- group 4
+st fake_nonblocking_init 0 FAKE_NCCL_INIT_DELAY_MS=200 -- nonblocking
+st fake_asym_cudamalloc_hangs 124 NG_TIMEOUT=3 -- asym
+st fake_both_cudamalloc_then_internal_error 0 -- bothmalloc
+st fake_null_comm_segv_2_28 139 -- nullcomm
+st fake_null_comm_invalid_2_29 0 FAKE_NCCL_VERSION=22903 -- nullcomm
+st fake_capture_invalidated_2_28 0 -- capture 1
+st fake_capture_ok_2_30 0 FAKE_NCCL_VERSION=23007 -- capture 0
+st fake_destroy_and_late_deregister 0 -- destroy
+st fake_misaligned_and_host_buffer 0 -- misaligned
+st fake_no_symmetric_2_29_null_window 0 FAKE_NCCL_NO_SYMMETRIC=1 FAKE_NCCL_VERSION=22903 -- nosym 1
+st fake_no_symmetric_2_28_local_handle 0 FAKE_NCCL_NO_SYMMETRIC=1 -- nosym 0
+
+# the asymmetric case: rank 0 got ncclUnhandledCudaError, rank 1 never returned
+n=fake_asym_rank0_error_rank1_stuck
+if has "$T/fake_asym_cudamalloc_hangs.log" '^rank 0 register -> 1 ' && ! has "$T/fake_asym_cudamalloc_hangs.log" '^rank 1 register'; then
+  pass $n; else fail $n "$(cat "$T/fake_asym_cudamalloc_hangs.log")"; fi
+
+# NCCL's own ncclCommWindowDeregister/ncclCommDeregister calls inside ncclCommDestroy go through the PLT
+n=fake_destroy_deregisters_through_plt_trace
+FAKE_NCCL_TRACE=1 bare_run "$ST" destroy >"$T/trace.log" 2>&1
+if [ "$(grep -c 'ncclCommWindowDeregister(.*) -> ncclSuccess internal' "$T/trace.log")" -eq 2 ] &&
+   has "$T/trace.log" 'ncclCommDeregister\(.*\) -> ncclSuccess internal'; then pass $n; else fail $n "$(cat "$T/trace.log")"; fi
+
+n=fake_destroy_deregisters_through_plt_preload
+LD_PRELOAD="$FAKE/plt_spy.so" bare_run "$ST" destroy >"$T/spy.log" 2>&1
+# 1 explicit NULL + 2 from inside destroy + 1 late = 4 window deregistrations, 1 buffer
+if [ "$(grep -c '^plt_spy: ncclCommWindowDeregister' "$T/spy.log")" -eq 4 ] &&
+   [ "$(grep -c '^plt_spy: ncclCommDeregister' "$T/spy.log")" -eq 1 ] && has "$T/spy.log" '^PASS'; then
+  pass $n; else fail $n "$(cat "$T/spy.log")"; fi
+
+# both symbols of every function; the legacy build lacks the newer ones
+n=fake_symbols
+nmd() { nm -D --defined-only "$1" 2>/dev/null | awk '{print $2" "$3}'; }
+ok=1
+for f in ncclCommWindowRegister ncclCommWindowDeregister ncclCommInitRankConfig ncclCommGrow ncclCommRevoke ncclDevCommCreate; do
+  nmd "$FAKE/libnccl.so.2" | grep -q "^W $f\$" || { ok=0; echo "missing weak $f"; }
+  nmd "$FAKE/libnccl.so.2" | grep -q "^T p$f\$" || { ok=0; echo "missing strong p$f"; }
+done >"$T/sym.log"
+for f in ncclCommGrow ncclCommRevoke ncclDevCommCreate ncclDevCommDestroy; do
+  nmd "$B/fake-legacy/libnccl.so.2" | grep -q " p*$f\$" && { ok=0; echo "legacy has $f"; }
+done >>"$T/sym.log"
+for f in cuMemAlloc_v2 cuMemFree_v2 cuMemGetAddressRange_v2 cuStreamDestroy_v2 cuCtxCreate_v4 cuMemcpyHtoD_v2 cuMemRetainAllocationHandle; do
+  nmd "$FAKE/libcuda.so.1" | grep -q "^T $f\$" || { ok=0; echo "libcuda lacks $f"; }
+done >>"$T/sym.log"
+[ $ok = 1 ] && pass $n || fail $n "$(cat "$T/sym.log")"
