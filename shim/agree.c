@@ -121,7 +121,7 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
               ncclInt32, ncclMax, votes[i].comm, (cudaStream_t)sl[i].s);
     NG_CALL(e, ncclGroupEnd);
     res = r != ncclSuccess ? r : e;
-    if (res == ncclInProgress) /* nonblocking communicators: wait for the enqueue */
+    if (res == ncclInProgress || res == ncclSuccess) /* nonblocking communicators: wait for the enqueue */
       for (int i = 0; i < n && (res == ncclInProgress || res == ncclSuccess); i++)
         res = ng_wait_ready(votes[i].comm, votes[i].dev);
   }

@@ -121,16 +121,32 @@ int ng_cuda_current_device(void) {
   return d;
 }
 
+/* Primary contexts retained by ncclguard: one retain per device for the life of the process,
+ * taken only when a thread drives a device that is not its current one (one thread, many GPUs). */
+#define NG_MAXDEV 256
+static ng_ctx primary[NG_MAXDEV];
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+
 int ng_cuda_push(int dev, ng_ctx* saved) {
   *saved = NULL;
   if (!ng_cuda_ok() || cu.cuCtxGetCurrent(saved) != NG_CUDA_SUCCESS) return -1;
   if (dev < 0) return *saved ? 0 : -1;
+  ng_cudev cur;
+  if (*saved && !cu.cuCtxGetDevice(&cur) && cur == dev) return 0;
+  if (dev >= NG_MAXDEV) return -1;
+  pthread_mutex_lock(&primary_lock);
+  ng_ctx ctx = primary[dev];
   ng_cudev d;
-  ng_ctx ctx;
-  if (cu.cuDeviceGet(&d, dev) || cu.cuDevicePrimaryCtxRetain(&ctx, d)) return -1;
-  /* The retain is kept for the life of the process, like the runtime API's own. */
-  if (ctx != *saved && cu.cuCtxSetCurrent(ctx)) return -1;
+  if (!ctx && !cu.cuDeviceGet(&d, dev) && !cu.cuDevicePrimaryCtxRetain(&ctx, d)) primary[dev] = ctx;
+  pthread_mutex_unlock(&primary_lock);
+  if (!ctx || cu.cuCtxSetCurrent(ctx)) return -1;
   return 0;
+}
+
+/* In a forked child, CUDA initialised by the parent cannot be used: ncclguard stops using it. */
+void ng_cuda_after_fork(void) {
+  pthread_mutex_init(&primary_lock, NULL);
+  if (cu_state > 0) cu_state = -1;
 }
 
 void ng_cuda_pop(ng_ctx saved) {

@@ -150,6 +150,7 @@ int ng_cuda_ok(void); /* 1 if the driver API is usable */
 /* Push the primary context of `dev` (or keep the current one when dev < 0); 0 on success. */
 int ng_cuda_push(int dev, ng_ctx* saved);
 void ng_cuda_pop(ng_ctx saved);
+void ng_cuda_after_fork(void);
 int ng_cuda_current_device(void);
 /* Device scratch and a private non-blocking stream on the current context. */
 int ng_cuda_stream_create(ng_stream* s);

@@ -67,6 +67,7 @@ static const char* hostname(void) {
 /* Expand %h %p %r %% in pattern; 0 on success. */
 int ng_expand_path(const char* pat, char* out, size_t cap) {
   size_t o = 0;
+  if (!cap) return -1; /* not even room for the NUL */
   for (const char* p = pat; *p; p++) {
     char tmp[80];
     const char* add = tmp;
@@ -117,7 +118,10 @@ static int get_fd(void) {
       char path[PATH_MAX];
       int opened = -1;
       if (ng_expand_path(ng_cfg.log_file, path, sizeof path) == 0)
-        opened = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0644);
+        opened = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0644);
+      /* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking the job forever;
+       * writes are blocking again once it is open. */
+      if (opened >= 0) fcntl(opened, F_SETFL, fcntl(opened, F_GETFL) & ~O_NONBLOCK);
       if (opened >= 0) {
         fd = opened;
       } else {

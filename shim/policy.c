@@ -108,7 +108,9 @@ static ncclResult_t register_one(struct ng_regreq* r) {
   ncclResult_t res = ncclSuccess;
   for (int attempt = 0;; attempt++) {
     NG_CALL(res, ncclCommWindowRegister, r->comm, r->buff, r->size, r->win, r->flags);
-    if (res == ncclInProgress) res = ng_wait_ready(r->comm, r->cv.dev); /* nonblocking: completes later */
+    /* A nonblocking communicator may return ncclSuccess or ncclInProgress and finish in the
+     * background: nothing else may be issued on it before ncclCommGetAsyncError says so. */
+    if (res == ncclSuccess || res == ncclInProgress) res = ng_wait_ready(r->comm, r->cv.dev);
     if (res != ncclInvalidArgument || attempt >= ng_cfg.retries) break;
     /* Invalid argument from a communicator that is not ready yet is the one retryable case. */
     ncclResult_t st = ncclSuccess, q;
@@ -175,6 +177,15 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
     r->first_bad_rank = -1;
     r->agreed_reason = NG_R_OK;
     r->decision = NG_D_REGISTER;
+    struct ng_commview now;
+    if (ng_reg_comm_get(r->comm, &now) && (now.state == NG_COMM_DESTROYED || now.state == NG_COMM_ABORTED)) {
+      /* queued in a group, then destroyed in the same group: NCCL must not see the freed comm */
+      r->cv = now;
+      r->local_reason = r->agreed_reason = NG_R_COMM_DESTROYED;
+      r->decision = NG_D_ERROR;
+      r->result = ncclInvalidArgument;
+      continue;
+    }
     r->result = ready(r);
     r->seq = ng_reg_comm_next(r->comm, NG_NEXT_WINSEQ);
     if (r->result != ncclSuccess) {
@@ -273,7 +284,8 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
     for (int i = 0; i < n; i++) {
       struct ng_regreq* q = &reqs[i];
       if (q->decision != NG_D_REGISTER) continue;
-      if (q->result == ncclSuccess && e == ncclInProgress) q->result = ng_wait_ready(q->comm, q->cv.dev);
+      if (q->result == ncclSuccess && (e == ncclSuccess || e == ncclInProgress))
+        q->result = ng_wait_ready(q->comm, q->cv.dev);
       else if (q->result == ncclSuccess) q->result = e;
     }
   }
@@ -306,6 +318,7 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
         ng_log_msg(NG_LOG_WARN, r->cv.dev, "ncclCommWindowRegister", "NCCL failed to register: %s %s",
                    ng_result_name(r->result), ng_last_error(r->comm));
         ncclResult_t nccl_res = r->result;
+        r->local_reason = NG_R_NCCL_ERROR;
         fallback(r, NG_R_NCCL_ERROR, r->cv.rank);
         /* A communicator NCCL reports as broken stays an error: degrading would hide it. */
         if (nccl_res != ncclInvalidArgument && r->decision == NG_D_DEGRADE) {
@@ -319,6 +332,7 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
       struct ng_regreq* r = &reqs[i];
       if (r->decision != NG_D_REGISTER || r->result == ncclSuccess) continue;
       ncclResult_t nccl_res = r->result;
+      r->local_reason = NG_R_NCCL_ERROR;
       fallback(r, NG_R_NCCL_ERROR, r->cv.rank);
       if (nccl_res != ncclInvalidArgument && r->decision == NG_D_DEGRADE) {
         r->decision = NG_D_ERROR;

@@ -47,6 +47,9 @@ const char* ng_reason_advice(int r) {
     case NG_R_DEGRADED_WINDOWS:
       return "windows of this communicator were degraded to unregistered buffers; device code would read a NULL "
              "window. Fix: the reason logged when they were degraded";
+    case NG_R_NCCL_ERROR:
+      return "NCCL itself failed to register on at least one rank (its error is logged there); ranks where it "
+             "succeeded deregistered again";
     case NG_R_NULL_WINDOW:
       return "NCCL returned success with a NULL window: the communicator has no symmetric support (CUDA P2P "
              "between all ranks, NCCL_WIN_ENABLE, cuMem)";

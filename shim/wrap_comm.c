@@ -39,7 +39,9 @@ static void created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0
   int state = res == ncclInProgress ? NG_COMM_INITIALIZING : NG_COMM_READY;
   int blocking = blocking_hint && res != ncclInProgress;
   int dev = -1;
-  if (state == NG_COMM_READY) {
+  /* Inside ncclGroupStart/End the communicator exists only after ncclGroupEnd: its device, rank
+   * and size are asked for at its first registration instead. */
+  if (state == NG_COMM_READY && ng_tls.group_depth == 0) {
     ncclResult_t e;
     NG_CALL(e, ncclCommCuDevice, comm, &dev);
     if (rank < 0) NG_CALL(e, ncclCommUserRank, comm, &rank);

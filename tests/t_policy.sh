@@ -88,12 +88,12 @@ g thr-grp -m thread --reg-in-group --alloc cuda0 --iters 2 --timeout 30
 [ $rc = 0 ] && [ "$(nok)" = 2 ] && pass group-per-thread-asym || fail group-per-thread-asym "$(why thr-grp)"
 
 # --- graph capture (2.28: registration fails and invalidates the capture) ---------------------------
-b cap-bare -m thread --capture --no-allreduce --expect-reg any
+b cap-bare -m proc --capture --no-allreduce --expect-reg any
 echo "$out" | grep -q 'invalidated' && pass capture-invalidated-without || fail capture-invalidated-without "rc=$rc $out"
-g cap -m thread --capture --expect-reg any
+g cap -m proc --capture --expect-reg any
 [ $rc = 0 ] && lhas cap 'decision=degrade reason=capturing' && ! echo "$out" | grep -q 'capture invalidated' \
   && pass capture-detected-capture-kept || fail capture-detected-capture-kept "$(why cap)"
-FAKE_NCCL_VERSION=23007 g cap30 -m thread --capture --expect-win nonnull
+FAKE_NCCL_VERSION=23007 g cap30 -m proc --capture --expect-win nonnull
 [ $rc = 0 ] && lhas cap30 'decision=register' && pass capture-2.30.7-registers || fail capture-2.30.7-registers "$(why cap30)"
 
 # --- PyTorch's teardown: deregistration after destroy (FACTS 2) ---------------------------------------

@@ -264,6 +264,11 @@ EXPORT CUresult cuStreamGetFlags(CUstream hs, unsigned int *flags)
 EXPORT CUresult cuLaunchHostFunc(CUstream hs, CUhostFn fn, void *userData)
 {
   if (!fn) return CUDA_ERROR_INVALID_VALUE;
+  /* Work launched into a stream of another device's context than the current one fails with
+   * "invalid resource handle" (what NCCL reported on 2 x H200 when ncclguard used a stream of
+   * GPU 0 for a communicator of GPU 1). */
+  struct CUstream_st *s = fc_resolve(hs);
+  if (s && !s->legacy && s->dev != fc_current_dev()) return CUDA_ERROR_INVALID_HANDLE;
   return fc_enqueue(hs, fn, userData, 0);
 }
 

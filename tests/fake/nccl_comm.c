@@ -495,7 +495,9 @@ ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int *device)
   ENTER();
   ncclResult_t r = fn_check_comm(comm, 1);
   if (r == ncclSuccess && !device) r = ncclInvalidArgument;
-  if (r == ncclSuccess) *device = comm->dev;
+  /* Inside a group the communicator is only set up at ncclGroupEnd: until then real NCCL 2.28.9
+   * reports device 0 (seen on 2 x H200 for the rank of GPU 1). */
+  if (r == ncclSuccess) *device = comm->state == ST_INIT && fn_in_group() ? 0 : comm->dev;
   return LEAVE("ncclCommCuDevice", r, "comm=%p", (void *)comm);
 }
 FN_ALIAS(ncclCommCuDevice);

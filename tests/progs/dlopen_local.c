@@ -33,7 +33,6 @@ int main(int argc, char** argv) {
   printf("dlopen_local: loaded %s RTLD_LOCAL; libnccl (ncclAllReduce) %s in the global scope\n", path,
          dlsym(RTLD_DEFAULT, "ncclAllReduce") ? "IS" : "is not");
   fflush(stdout);
-  int rc = run(argc - first, argv + first);
-  dlclose(h);
-  return rc;
+  /* no dlclose, like Python: NCCL's threads may outlive the call */
+  return run(argc - first, argv + first);
 }
