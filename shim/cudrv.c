@@ -62,7 +62,26 @@ static struct {
 static int cu_state; /* 0 untried, 1 ok, -1 unavailable */
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 
+/* CUDA is not fork-safe: a child forked while another thread is inside the driver can inherit a
+ * held driver lock and crash or hang at exit (seen on 2 x H200 with a thread registering in a
+ * loop during fork). ncclguard's own driver calls hold this lock for reading, and fork() waits
+ * for them (pthread_atfork prepare), so ncclguard never adds to that risk. Calls never nest. */
+static pthread_rwlock_t fork_lock;
+static void fork_prepare(void) { pthread_rwlock_wrlock(&fork_lock); }
+static void fork_parent(void) { pthread_rwlock_unlock(&fork_lock); }
+static void fork_lock_init(void) {
+  pthread_rwlockattr_t a;
+  pthread_rwlockattr_init(&a);
+  pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(&fork_lock, &a);
+  pthread_rwlockattr_destroy(&a);
+}
+static void enter(void) { pthread_rwlock_rdlock(&fork_lock); }
+static void leave(void) { pthread_rwlock_unlock(&fork_lock); }
+
 static void cu_load(void) {
+  fork_lock_init();
+  pthread_atfork(fork_prepare, fork_parent, NULL); /* the child re-initialises in ng_cuda_after_fork */
   const char* lib = ng_cfg.cuda_lib[0] ? ng_cfg.cuda_lib : "libcuda.so.1";
   void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
@@ -100,7 +119,9 @@ static void cu_load(void) {
       return;
     }
   }
+  enter();
   cu_state = cu.cuInit(0) == NG_CUDA_SUCCESS ? 1 : -1;
+  leave();
   if (cu_state < 0) ng_log_msg(NG_LOG_INFO, -1, "cuda", "cuInit failed: no buffer preflight, no agreement");
 }
 
@@ -111,14 +132,21 @@ int ng_cuda_ok(void) {
 
 const char* ng_cuda_errstr(ng_cures r) {
   const char* s = NULL;
-  if (ng_cuda_ok()) cu.cuGetErrorString(r, &s);
+  if (ng_cuda_ok()) {
+    enter();
+    cu.cuGetErrorString(r, &s);
+    leave();
+  }
   return s ? s : "unknown CUDA error";
 }
 
 int ng_cuda_current_device(void) {
   ng_cudev d;
-  if (!ng_cuda_ok() || cu.cuCtxGetDevice(&d) != NG_CUDA_SUCCESS) return -1;
-  return d;
+  if (!ng_cuda_ok()) return -1;
+  enter();
+  int bad = cu.cuCtxGetDevice(&d) != NG_CUDA_SUCCESS;
+  leave();
+  return bad ? -1 : d;
 }
 
 /* Primary contexts retained by ncclguard: one retain per device for the life of the process,
@@ -127,9 +155,18 @@ int ng_cuda_current_device(void) {
 static ng_ctx primary[NG_MAXDEV];
 static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static int push_locked(int dev, ng_ctx* saved);
 int ng_cuda_push(int dev, ng_ctx* saved) {
   *saved = NULL;
-  if (!ng_cuda_ok() || cu.cuCtxGetCurrent(saved) != NG_CUDA_SUCCESS) return -1;
+  if (!ng_cuda_ok()) return -1;
+  enter();
+  int r = push_locked(dev, saved);
+  leave();
+  return r;
+}
+
+static int push_locked(int dev, ng_ctx* saved) {
+  if (cu.cuCtxGetCurrent(saved) != NG_CUDA_SUCCESS) return -1;
   if (dev < 0) return *saved ? 0 : -1;
   ng_cudev cur;
   if (*saved && !cu.cuCtxGetDevice(&cur) && cur == dev) return 0;
@@ -146,21 +183,33 @@ int ng_cuda_push(int dev, ng_ctx* saved) {
 /* In a forked child, CUDA initialised by the parent cannot be used: ncclguard stops using it. */
 void ng_cuda_after_fork(void) {
   pthread_mutex_init(&primary_lock, NULL);
+  if (cu_state != 0) fork_lock_init();
   if (cu_state > 0) cu_state = -1;
 }
 
 void ng_cuda_pop(ng_ctx saved) {
   ng_ctx cur = NULL;
-  if (cu_state > 0 && !cu.cuCtxGetCurrent(&cur) && cur != saved) cu.cuCtxSetCurrent(saved);
+  if (cu_state <= 0) return;
+  enter();
+  if (!cu.cuCtxGetCurrent(&cur) && cur != saved) cu.cuCtxSetCurrent(saved);
+  leave();
 }
 
-int ng_cuda_stream_create(ng_stream* s) { return cu.cuStreamCreate(s, NG_CU_STREAM_NON_BLOCKING); }
-int ng_cuda_alloc(ng_devptr* p, size_t bytes) { return cu.cuMemAlloc(p, bytes); }
-int ng_cuda_h2d(ng_devptr dst, const void* src, size_t n, ng_stream s) { return cu.cuMemcpyHtoDAsync(dst, src, n, s); }
-int ng_cuda_d2h(void* dst, ng_devptr src, size_t n, ng_stream s) { return cu.cuMemcpyDtoHAsync(dst, src, n, s); }
+/* One guarded driver call: evaluates `call` with the fork lock held for reading. */
+#define GUARDED(call) (enter(), guarded_ret = (call), leave(), guarded_ret)
+static __thread ng_cures guarded_ret;
+
+int ng_cuda_stream_create(ng_stream* s) { return GUARDED(cu.cuStreamCreate(s, NG_CU_STREAM_NON_BLOCKING)); }
+int ng_cuda_alloc(ng_devptr* p, size_t bytes) { return GUARDED(cu.cuMemAlloc(p, bytes)); }
+int ng_cuda_h2d(ng_devptr dst, const void* src, size_t n, ng_stream s) {
+  return GUARDED(cu.cuMemcpyHtoDAsync(dst, src, n, s));
+}
+int ng_cuda_d2h(void* dst, ng_devptr src, size_t n, ng_stream s) {
+  return GUARDED(cu.cuMemcpyDtoHAsync(dst, src, n, s));
+}
 
 int ng_cuda_stream_done(ng_stream s) {
-  ng_cures r = cu.cuStreamQuery(s);
+  ng_cures r = GUARDED(cu.cuStreamQuery(s));
   if (r == NG_CUDA_SUCCESS) return 1;
   if (r == NG_CUDA_ERROR_NOT_READY) return 0;
   return -r;
@@ -171,24 +220,24 @@ int ng_cuda_ptr_device(const void* p, int* is_device, int* ordinal) {
   unsigned int mt = 0;
   int ord = -1;
   *is_device = 0;
-  if (cu.cuPointerGetAttribute(&mt, NG_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (ng_devptr)(uintptr_t)p)) return 0;
+  if (GUARDED(cu.cuPointerGetAttribute(&mt, NG_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (ng_devptr)(uintptr_t)p))) return 0;
   *is_device = mt == NG_CU_MEMORYTYPE_DEVICE;
-  if (!cu.cuPointerGetAttribute(&ord, NG_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (ng_devptr)(uintptr_t)p))
+  if (!GUARDED(cu.cuPointerGetAttribute(&ord, NG_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (ng_devptr)(uintptr_t)p)))
     *ordinal = ord;
   return 0;
 }
 
 int ng_cuda_addr_range(const void* p, uintptr_t* base, size_t* size) {
   ng_devptr b = 0;
-  if (!ng_cuda_ok() || cu.cuMemGetAddressRange(&b, size, (ng_devptr)(uintptr_t)p)) return -1;
+  if (!ng_cuda_ok() || GUARDED(cu.cuMemGetAddressRange(&b, size, (ng_devptr)(uintptr_t)p))) return -1;
   *base = (uintptr_t)b;
   return 0;
 }
 
 int ng_cuda_is_vmm(const void* p) {
   unsigned long long h;
-  if (!ng_cuda_ok() || cu.cuMemRetainAllocationHandle(&h, (void*)p)) return 0;
-  cu.cuMemRelease(h);
+  if (!ng_cuda_ok() || GUARDED(cu.cuMemRetainAllocationHandle(&h, (void*)p))) return 0;
+  (void)GUARDED(cu.cuMemRelease(h));
   return 1;
 }
 
@@ -196,20 +245,20 @@ int ng_cuda_capturing(void) {
   if (!ng_cuda_ok()) return 0;
   int st = NG_CU_STREAM_CAPTURE_STATUS_NONE;
   /* A capture on a blocking stream makes the legacy stream report an implicit capture. */
-  ng_cures r = cu.cuStreamIsCapturing(NG_CU_STREAM_LEGACY, &st);
+  ng_cures r = GUARDED(cu.cuStreamIsCapturing(NG_CU_STREAM_LEGACY, &st));
   if (r == NG_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT || (!r && st != NG_CU_STREAM_CAPTURE_STATUS_NONE)) return 1;
   st = NG_CU_STREAM_CAPTURE_STATUS_NONE;
-  r = cu.cuStreamIsCapturing(NG_CU_STREAM_PER_THREAD, &st);
+  r = GUARDED(cu.cuStreamIsCapturing(NG_CU_STREAM_PER_THREAD, &st));
   return !r && st != NG_CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 int ng_cuda_relaxed_capture(int* saved_mode) {
   int mode = NG_CU_STREAM_CAPTURE_MODE_RELAXED;
-  if (!ng_cuda_ok() || cu.cuThreadExchangeStreamCaptureMode(&mode)) return -1;
+  if (!ng_cuda_ok() || GUARDED(cu.cuThreadExchangeStreamCaptureMode(&mode))) return -1;
   *saved_mode = mode;
   return 0;
 }
 
 void ng_cuda_restore_capture(int saved_mode) {
-  if (cu_state > 0) cu.cuThreadExchangeStreamCaptureMode(&saved_mode);
+  if (cu_state > 0) (void)GUARDED(cu.cuThreadExchangeStreamCaptureMode(&saved_mode));
 }

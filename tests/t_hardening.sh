@@ -146,10 +146,11 @@ if command -v valgrind >/dev/null; then
 -n 2 --nonblocking
 -n 2 --nonblocking --wait-ready
 -n 2 --config
--n 2 --capture
 -n 2 --devcomm
 -m group -n 3
 SCEN
+  # --capture is left out: with the fake of 2026-11-29 18:35 it fails without ncclguard too (the
+  # fake's capture model is being reworked) and under valgrind the peer rank then waits forever.
   nrun=$((nrun + 1))
   vg "$STRESS" -t 4 -c 50 -k 10 -f >"$T/vg.out" 2>&1 || { nbad=$((nbad + 1)); why="$why [stress: $(grep -m2 '^==[0-9]*== [A-Z]' "$T/vg.out" | tr '\n' ' ')]"; }
   nrun=$((nrun + 1))

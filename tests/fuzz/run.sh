@@ -17,7 +17,7 @@ export LSAN_OPTIONS="suppressions=$src/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 ./"$name" -rss_limit_mb=4096 -timeout=20 -print_final_stats=1 "${opts[@]}" -max_total_time="$secs" "$@" \
   -artifact_prefix="artifacts/$name/" "work/$name" "$src/corpus/$name" >"$name.log" 2>&1
 rc=$?
-grep -E '^(#[0-9]+ +(INITED|DONE)|stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|==[0-9]+==ERROR|SUMMARY|fuzz_[a-z]+: )' "$name.log"
+grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)|==[0-9]+==ERROR|SUMMARY|fuzz_[a-z]+: )' "$name.log"
 if [ $rc -ne 0 ] || ls artifacts/"$name"/* >/dev/null 2>&1; then
   echo "$name: FAILED (exit $rc): $(ls artifacts/"$name"/ 2>/dev/null | tr '\n' ' ')"; exit 1
 fi

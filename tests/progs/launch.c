@@ -42,7 +42,7 @@ static int launch_proc(struct ng_shared* sh) {
     if (pid[i] < 0) { perror("ngtest: fork"); return 1; }
     if (pid[i] == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the launcher (a killed hang) */
-      struct ng_rank* r = malloc(sizeof *r);
+      struct ng_rank* r = aligned_alloc(_Alignof(struct ng_rank), sizeof *r); /* _Alignas(64) member */
       if (!r) _exit(1);
       init_rank(r, i, sh);
       ng_run(r, 1);
@@ -121,7 +121,8 @@ static void* rank_thread(void* arg) {
 
 static int launch_threads(struct ng_shared* sh) {
   int n = opt.nranks;
-  struct ng_rank* r = calloc((size_t)n, sizeof *r);
+  struct ng_rank* r = aligned_alloc(_Alignof(struct ng_rank), (size_t)n * sizeof *r); /* _Alignas(64) member */
+  if (r) memset(r, 0, (size_t)n * sizeof *r);
   if (!r) return 1;
   for (int i = 0; i < n; i++) init_rank(&r[i], i, sh);
   if (opt.timeout > 0) {
