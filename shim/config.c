@@ -24,7 +24,8 @@ struct ng_config ng_cfg = {
     .retries = 3,
     .timeout_s = 600.0,
     .null_window = NG_NULLWIN_WARN,
-    .capture = NG_CAPTURE_DEGRADE,
+    .capture = NG_CAPTURE_RELAXED,
+    .log_max_mb = 256,
 };
 
 /* Warnings about the configuration are collected here and logged once the level is known. */
@@ -114,6 +115,8 @@ void ng_parse_env(struct ng_config* c) {
   if ((v = secure_getenv("NCCLGUARD_TIMEOUT"))) parse_seconds("NCCLGUARD_TIMEOUT", v, &c->timeout_s);
   if ((v = secure_getenv("NCCLGUARD_NULL_WINDOW"))) parse_enum("NCCLGUARD_NULL_WINDOW", v, nullwins, 2, &c->null_window);
   if ((v = secure_getenv("NCCLGUARD_CAPTURE"))) parse_enum("NCCLGUARD_CAPTURE", v, captures, 2, &c->capture);
+  if ((v = secure_getenv("NCCLGUARD_LOG_MAX_MB")) && !parse_long("NCCLGUARD_LOG_MAX_MB", v, 0, 1L << 30, &l))
+    c->log_max_mb = l;
   if ((v = secure_getenv("NCCLGUARD_NCCL_LIB")) && *v) parse_path("NCCLGUARD_NCCL_LIB", v, c->nccl_lib, sizeof c->nccl_lib);
   if ((v = secure_getenv("NCCLGUARD_CUDA_LIB")) && *v) parse_path("NCCLGUARD_CUDA_LIB", v, c->cuda_lib, sizeof c->cuda_lib);
 }
@@ -147,6 +150,7 @@ void ng_dump_config(void) {
   ng_kv_str(&l, "NCCLGUARD_TIMEOUT", timeout);
   ng_kv_str(&l, "NCCLGUARD_NULL_WINDOW", nullwins[ng_cfg.null_window]);
   ng_kv_str(&l, "NCCLGUARD_CAPTURE", captures[ng_cfg.capture]);
+  ng_kv_int(&l, "NCCLGUARD_LOG_MAX_MB", ng_cfg.log_max_mb);
   ng_kv_str(&l, "NCCLGUARD_NCCL_LIB", ng_cfg.nccl_lib[0] ? ng_cfg.nccl_lib : "(auto)");
   ng_kv_str(&l, "NCCLGUARD_CUDA_LIB", ng_cfg.cuda_lib[0] ? ng_cfg.cuda_lib : "(auto)");
   ng_line_end(&l, "effective configuration");

@@ -22,7 +22,6 @@ enum {
   NG_CU_STREAM_CAPTURE_MODE_RELAXED = 2,
 };
 #define NG_CU_STREAM_LEGACY ((ng_stream)0x1)
-#define NG_CU_STREAM_PER_THREAD ((ng_stream)0x2)
 
 #if defined(__has_include)
 #if __has_include(<cuda.h>)
@@ -244,12 +243,11 @@ int ng_cuda_is_vmm(const void* p) {
 int ng_cuda_capturing(void) {
   if (!ng_cuda_ok()) return 0;
   int st = NG_CU_STREAM_CAPTURE_STATUS_NONE;
-  /* A capture on a blocking stream makes the legacy stream report an implicit capture. */
+  /* A capture on a blocking stream makes the legacy stream report an implicit capture. The
+   * per-thread default stream is NOT queried: asking creates it, and a process forked after that
+   * crashes in its exit handlers (seen on 2 x H200 with NCCL 2.28.9, tests/gpu/results). */
   ng_cures r = GUARDED(cu.cuStreamIsCapturing(NG_CU_STREAM_LEGACY, &st));
-  if (r == NG_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT || (!r && st != NG_CU_STREAM_CAPTURE_STATUS_NONE)) return 1;
-  st = NG_CU_STREAM_CAPTURE_STATUS_NONE;
-  r = GUARDED(cu.cuStreamIsCapturing(NG_CU_STREAM_PER_THREAD, &st));
-  return !r && st != NG_CU_STREAM_CAPTURE_STATUS_NONE;
+  return r == NG_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT || (!r && st != NG_CU_STREAM_CAPTURE_STATUS_NONE);
 }
 
 int ng_cuda_relaxed_capture(int* saved_mode) {

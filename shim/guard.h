@@ -43,6 +43,7 @@ struct ng_config {
   double timeout_s;
   int null_window;
   int capture;
+  long log_max_mb;
   char nccl_lib[PATH_MAX];
   char cuda_lib[PATH_MAX];
 };

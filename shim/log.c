@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +20,9 @@
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static int log_fd = -1; /* -1: not opened yet */
 static int log_rank = -1;
+static long long log_bytes;  /* size of the log file, counted from its size at open */
+static int log_capped;       /* NCCLGUARD_LOG_MAX_MB reached: only WARN lines are kept */
+static atomic_long log_dropped;
 static char host[64];
 
 static atomic_long stats[NG_NSTATS];
@@ -124,6 +128,8 @@ static int get_fd(void) {
       if (opened >= 0) fcntl(opened, F_SETFL, fcntl(opened, F_GETFL) & ~O_NONBLOCK);
       if (opened >= 0) {
         fd = opened;
+        struct stat st;
+        if (!fstat(fd, &st)) log_bytes = st.st_size;
       } else {
         char msg[PATH_MAX + 200];
         int n = snprintf(msg, sizeof msg,
@@ -147,7 +153,10 @@ void ng_log_after_fork(void) {
   if (log_fd > 2 && strstr(ng_cfg.log_file, "%p")) {
     close(log_fd);
     log_fd = -1;
+    log_bytes = 0;
+    log_capped = 0;
   }
+  atomic_store(&log_dropped, 0);
 }
 
 static void put(struct ng_line* l, const char* s, size_t n) {
@@ -257,7 +266,26 @@ void ng_line_end(struct ng_line* l, const char* fmt, ...) {
   /* put() always leaves room for these two bytes */
   if (l->json) l->buf[l->len++] = '}';
   l->buf[l->len++] = '\n';
-  write_all(get_fd(), l->buf, (size_t)l->len);
+  int fd = get_fd();
+  if (fd > 2 && ng_cfg.log_max_mb > 0) {
+    /* A size bound per file: past NCCLGUARD_LOG_MAX_MB only WARN lines are written (one notice
+     * first); the exit summary counts what was dropped. No rotation: ranks may share a path. */
+    long long max = ng_cfg.log_max_mb * 1024LL * 1024LL;
+    long long now = __atomic_add_fetch(&log_bytes, l->len, __ATOMIC_RELAXED);
+    if (now > max && l->level > NG_LOG_WARN) {
+      atomic_fetch_add(&log_dropped, 1);
+      if (!__atomic_exchange_n(&log_capped, 1, __ATOMIC_RELAXED)) {
+        char note[256];
+        int n = snprintf(note, sizeof note,
+                         "%s:%d:%ld [-1] NCCLGUARD WARN fn=log msg=\"log file reached NCCLGUARD_LOG_MAX_MB=%ld: "
+                         "from here on only WARN lines are written\"\n",
+                         hostname(), (int)getpid(), (long)syscall(SYS_gettid), ng_cfg.log_max_mb);
+        if (n > 0) write_all(fd, note, (size_t)n < sizeof note ? (size_t)n : sizeof note - 1);
+      }
+      return;
+    }
+  }
+  write_all(fd, l->buf, (size_t)l->len);
 }
 
 void ng_log_msg(int level, int dev, const char* fn, const char* fmt, ...) {
@@ -284,7 +312,8 @@ __attribute__((destructor)) static void ng_summary(void) {
   int saved = ng_cfg.log_level;
   if (ng_cfg.stats && ng_cfg.log_level < NG_LOG_WARN) ng_cfg.log_level = NG_LOG_WARN;
   struct ng_line l;
-  ng_line_begin(&l, trouble ? NG_LOG_WARN : (ng_cfg.stats ? NG_LOG_WARN : NG_LOG_INFO), -1);
+  long dropped = atomic_load(&log_dropped);
+  ng_line_begin(&l, trouble || ng_cfg.stats || dropped ? NG_LOG_WARN : NG_LOG_INFO, -1);
   ng_kv_str(&l, "fn", "summary");
   ng_kv_int(&l, "calls", calls);
   ng_kv_int(&l, "comms", atomic_load(&stats[NG_ST_COMMS]));
@@ -295,6 +324,7 @@ __attribute__((destructor)) static void ng_summary(void) {
   ng_kv_int(&l, "noops", atomic_load(&stats[NG_ST_NOOPS]));
   ng_kv_int(&l, "agreements", atomic_load(&stats[NG_ST_AGREE]));
   ng_kv_int(&l, "windows_live", ng_reg_live_windows());
+  if (dropped) ng_kv_int(&l, "log_dropped", dropped);
   ng_line_end(&l, "ncclguard summary for this process");
   ng_cfg.log_level = saved;
 }

@@ -55,7 +55,8 @@ const char* ng_reason_advice(int r) {
              "between all ranks, NCCL_WIN_ENABLE, cuMem)";
     case NG_R_TIMEOUT:
       return "a peer did not take part within NCCLGUARD_TIMEOUT; is ncclguard loaded on every rank, and does every "
-             "rank register the same windows in the same order?";
+             "rank register the same windows in the same order? The agreement all-reduce stays queued on the "
+             "communicator: end it with ncclCommAbort (ncclCommFinalize would wait for it)";
     default: return "";
   }
 }

@@ -10,6 +10,7 @@
  * Prints "fork_after parent|child: RESULT ok|fail ..."; exit 0 when both are ok. */
 #define _GNU_SOURCE
 #include "common.h"
+#include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -108,8 +109,20 @@ static void* busy_loop(void* arg) {
   return NULL;
 }
 
+/* A crash in the child names where it happened (a backtrace on stderr), then dies the same way. */
+static void on_fault(int sig) {
+  void* pc[32];
+  int n = backtrace(pc, 32);
+  static const char hdr[] = "fork_after child: fault, backtrace:\n";
+  if (write(2, hdr, sizeof hdr - 1) < 0) {}
+  backtrace_symbols_fd(pc, n, 2);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 static int child(size_t size, int null_part, void* stale_buf) {
   who = "child";
+  signal(SIGSEGV, on_fault);
   int failed = 0;
   if (null_part) {
     ncclWindow_t w = NULL;
