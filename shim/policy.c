@@ -46,7 +46,9 @@ void ng_log_reg(const struct ng_regreq* r, int level, const char* msg) {
   ng_kv_ptr(&l, "buff", r->buff);
   ng_kv_int(&l, "size", (long long)r->size);
   ng_kv_int(&l, "flags", r->flags);
-  ng_kv_ptr(&l, "win", r->win && r->decision != NG_D_DEFERRED ? (const void*)*r->win : NULL);
+  /* *win is ours to read only once NCCL or ncclguard wrote it (a refused call leaves it untouched) */
+  int written = r->win && (r->decision == NG_D_REGISTER || r->decision == NG_D_DEGRADE);
+  ng_kv_ptr(&l, "win", written ? (const void*)*r->win : NULL);
   ng_kv_int(&l, "seq", r->seq);
   ng_kv_str(&l, "result", ng_result_name(r->result));
   ng_kv_dbl(&l, "us", ng_now_us() - r->t0);
