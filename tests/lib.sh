@@ -27,5 +27,12 @@ bare_run() {
   env LD_LIBRARY_PATH="$FAKE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     timeout -k 2 "$NG_TIMEOUT" "$@"
 }
+# crashed RC: the exit status of a process killed by a signal; under a sanitizer build the
+# sanitizer catches the fault first and exits 99 (ASan) or 98 (UBSan) instead (tests/run).
+crashed() {
+  [ "$1" -ge 128 ] && return 0
+  case "${NG_VARIANT:-plain}:$1" in asan:99|ubsan:98) return 0 ;; esac
+  return 1
+}
 # has FILE PATTERN: grep -E quietly
 has() { grep -Eq -- "$2" "$1"; }

@@ -30,7 +30,7 @@ g normal4 -m thread -n 4 --expect-win nonnull
 
 # --- NULL communicator (PyTorch's lazy init, FACTS 1) ---------------------------------------------
 b nullc-bare -n 1 -m thread --null-comm
-[ $rc -ge 128 ] || echo "$out" | grep -q 'signal\|SIGSEGV' && pass null-comm-2.28-crashes-without \
+crashed $rc && pass null-comm-2.28-crashes-without \
   || fail null-comm-2.28-crashes-without "rc=$rc (the fake should SIGSEGV like NCCL 2.28.9)"
 g nullc -n 1 -m thread --null-comm
 [ $rc = 0 ] && lhas nullc 'reason=null_comm .*result=|result=ncclInvalidArgument.*reason=null_comm' \

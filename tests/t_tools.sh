@@ -9,7 +9,7 @@ LOGS="$NG_ROOT/tests/data/logs"
 LIBX=$SHIM
 # A sanitizer build of the library cannot be preloaded into sh (its runtime must come first): the
 # launcher cases then preload an empty stand-in, with a copy of build/ncclguard-run next to it.
-if [ -n "$(env LD_PRELOAD="$SHIM" sh -c true 2>&1)" ]; then
+if [ -n "$(env -i PATH="$PATH" LD_PRELOAD="$SHIM" sh -c true 2>&1)" ]; then
   mkdir -p "$T/sb"
   printf 'int ncclguard_standin;\n' > "$T/sb/standin.c"
   ${CC:-cc} -shared -fPIC -o "$T/sb/libncclguard.so" "$T/sb/standin.c"
