@@ -87,6 +87,8 @@ void* ng_real(enum ng_real_id id);
 ncclResult_t ng_missing(enum ng_real_id id);
 /* Version code of the loaded NCCL (ncclGetVersion), 0 if unknown. */
 int ng_nccl_version(void);
+/* Log (once, at info) where the real NCCL was found; called once the rank is known. */
+void ng_log_source(void);
 /* Path of the libnccl the real functions come from ("" if none yet). */
 const char* ng_nccl_path(void);
 

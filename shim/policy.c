@@ -34,6 +34,7 @@ int ng_check_reg_args(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* wi
 
 void ng_log_reg(const struct ng_regreq* r, int level, const char* msg) {
   if (!ng_log_on(level)) return;
+  ng_log_source();
   struct ng_line l;
   ng_line_begin(&l, level, r->cv.dev);
   ng_kv_str(&l, "fn", "ncclCommWindowRegister");
@@ -173,6 +174,7 @@ static void report(struct ng_regreq* r) {
 
 ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
   struct ng_vote votes[n > 0 ? n : 1];
+  ng_log_source();
   /* 1. ready-wait and sequence numbers */
   for (int i = 0; i < n; i++) {
     struct ng_regreq* r = &reqs[i];

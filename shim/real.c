@@ -32,11 +32,21 @@ static int is_ours(void* sym) {
   return a.dli_fbase == b.dli_fbase;
 }
 
+static char source_msg[PATH_MAX + 64];
+static int source_logged;
+
+/* Remembered here, logged by ng_log_source() once the rank is known (a first line written
+ * before would name a per-rank log file %r without the rank). */
 static void note_path(void* sym, const char* how) {
   Dl_info info;
   if (lib_path[0] || !dladdr(sym, &info) || !info.dli_fname) return;
   snprintf(lib_path, sizeof lib_path, "%s", info.dli_fname);
-  if (!ng_cfg.disable) ng_log_msg(NG_LOG_INFO, -1, "resolve", "real NCCL functions come from %s (found via %s)", lib_path, how);
+  snprintf(source_msg, sizeof source_msg, "real NCCL functions come from %s (found via %s)", lib_path, how);
+}
+
+void ng_log_source(void) {
+  if (ng_cfg.disable || !source_msg[0] || __atomic_exchange_n(&source_logged, 1, __ATOMIC_RELAXED)) return;
+  ng_log_msg(NG_LOG_INFO, -1, "resolve", "%s", source_msg);
 }
 
 static void* lookup(void* handle, const char* name) {

@@ -10,6 +10,7 @@
 void ng_log_call(int level, const char* fn, ncclComm_t comm, ncclResult_t res, double t0, const char* decision,
                  const char* reason, const char* msg) {
   if (!ng_log_on(level)) return;
+  ng_log_source();
   struct ng_commview cv;
   ng_reg_comm_get(comm, &cv);
   struct ng_line l;
@@ -51,6 +52,7 @@ static void created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0
   ng_reg_comm_add(comm, cid, parent, rank, nranks, dev, blocking, state);
   ng_stat_add(NG_ST_COMMS, 1);
   if (rank >= 0) ng_log_set_rank(rank);
+  ng_log_source();
   if (!ng_log_on(NG_LOG_INFO)) return;
   struct ng_line l;
   ng_line_begin(&l, NG_LOG_INFO, dev);

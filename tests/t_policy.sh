@@ -151,3 +151,26 @@ out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_MAX_MB=1 NCCLGUARD_LOG_FILE="$T/cap.log" 
 sz=$(stat -c %s "$T/cap.log" 2>/dev/null || echo 0)
 [ $rc = 0 ] && [ "$sz" -le $((1024 * 1024 + 8192)) ] && has "$T/cap.log" 'reached NCCLGUARD_LOG_MAX_MB=1' \
   && has "$T/cap.log" 'fn=summary .*log_dropped=[1-9]' && pass log-size-bound || fail log-size-bound "rc=$rc size=$sz $(tail -2 "$T/cap.log")"
+
+# --- warm-up modes: folded into the first agreement (auto), separate (always), none (never) ---------
+g wu-auto -m thread --no-allreduce
+lhas wu-auto 'fn=warmup msg="first agreement round' && ! lhas wu-auto 'warm-up all-reduce' && pass warmup-auto-folded \
+  || fail warmup-auto-folded "$(why wu-auto)"
+NCCLGUARD_WARMUP=always g wu-always -m thread --no-allreduce
+[ $rc = 0 ] && [ "$(logs wu-always | grep -c 'warm-up all-reduce on communicator')" = 2 ] && pass warmup-always \
+  || fail warmup-always "$(why wu-always)"
+NCCLGUARD_AGREE=0 g wu-noagree -m thread --no-allreduce
+[ $rc = 0 ] && [ "$(logs wu-noagree | grep -c 'warm-up all-reduce on communicator')" = 2 ] && pass warmup-auto-without-agreement \
+  || fail warmup-auto-without-agreement "$(why wu-noagree)"
+NCCLGUARD_AGREE=0 NCCLGUARD_WARMUP=never g wu-never -m thread --no-allreduce
+[ $rc = 0 ] && ! lhas wu-never 'fn=warmup' && lhas wu-never 'decision=register' && pass warmup-never \
+  || fail warmup-never "$(why wu-never)"
+
+# --- end to end: the launcher's per-rank logs, read back by the report ------------------------------
+rm -rf "$T/job"
+out=$(env LD_LIBRARY_PATH="$FAKE" NCCLGUARD_LIB="$SHIM" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}" timeout 30 \
+      "$B/ncclguard-run" --log-dir "$T/job" -- "$NG" -n 2 --alloc cuda0 --iters 2 2>&1); rc=$?
+rep=$("$B/ncclguard-report" "$T/job" 2>&1); rrc=$?
+# one file per rank, named by the communicator's rank (%r) although no launcher variable gives it
+[ $rc = 0 ] && [ "$(ls "$T/job" | grep -c '\.[01]\.log$')" = 2 ] && echo "$rep" | grep -qi 'degrade' && echo "$rep" | grep -q 'not_vmm' \
+  && pass launcher-logs-to-report || fail launcher-logs-to-report "rc=$rc rrc=$rrc files=$(ls "$T/job" | tr '\n' ' ') $(echo "$rep" | head -12)"
