@@ -144,6 +144,20 @@ static void fallback(struct ng_regreq* r, int reason, int peer_first_bad) {
   }
 }
 
+/* NCCL itself failed on this rank: invalid-argument class degrades (or errors, by policy); any
+ * other error means NCCL reports the communicator broken, and degrading would hide that. */
+static void nccl_failed(struct ng_regreq* r) {
+  ng_log_msg(NG_LOG_WARN, r->cv.dev, "ncclCommWindowRegister", "NCCL failed to register: %s %s",
+             ng_result_name(r->result), ng_last_error(r->comm));
+  ncclResult_t nccl_res = r->result;
+  r->local_reason = NG_R_NCCL_ERROR;
+  fallback(r, NG_R_NCCL_ERROR, r->cv.rank);
+  if (nccl_res != ncclInvalidArgument && r->decision == NG_D_DEGRADE) {
+    r->decision = NG_D_ERROR;
+    r->result = nccl_res;
+  }
+}
+
 static void report(struct ng_regreq* r) {
   char msg[1024];
   int reason = r->agreed_reason;
@@ -318,31 +332,11 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
         r->local_reason = NG_R_OK;
         continue;
       }
-      if (r->result != ncclSuccess) {
-        ng_log_msg(NG_LOG_WARN, r->cv.dev, "ncclCommWindowRegister", "NCCL failed to register: %s %s",
-                   ng_result_name(r->result), ng_last_error(r->comm));
-        ncclResult_t nccl_res = r->result;
-        r->local_reason = NG_R_NCCL_ERROR;
-        fallback(r, NG_R_NCCL_ERROR, r->cv.rank);
-        /* A communicator NCCL reports as broken stays an error: degrading would hide it. */
-        if (nccl_res != ncclInvalidArgument && r->decision == NG_D_DEGRADE) {
-          r->decision = NG_D_ERROR;
-          r->result = nccl_res;
-        }
-      }
+      if (r->result != ncclSuccess) nccl_failed(r);
     }
   } else {
-    for (int i = 0; i < n; i++) {
-      struct ng_regreq* r = &reqs[i];
-      if (r->decision != NG_D_REGISTER || r->result == ncclSuccess) continue;
-      ncclResult_t nccl_res = r->result;
-      r->local_reason = NG_R_NCCL_ERROR;
-      fallback(r, NG_R_NCCL_ERROR, r->cv.rank);
-      if (nccl_res != ncclInvalidArgument && r->decision == NG_D_DEGRADE) {
-        r->decision = NG_D_ERROR;
-        r->result = nccl_res;
-      }
-    }
+    for (int i = 0; i < n; i++)
+      if (reqs[i].decision == NG_D_REGISTER && reqs[i].result != ncclSuccess) nccl_failed(&reqs[i]);
   }
   /* NCCL's own NULL window (no symmetric support) */
   for (int i = 0; i < n; i++) {

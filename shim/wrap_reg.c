@@ -57,6 +57,28 @@ NG_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t s
   return ng_policy_register(&r, 1);
 }
 
+/* Deregistration (window or buffer) answered without NCCL: a NULL communicator is an error; on a
+ * destroyed one NCCL already released everything (PyTorch deregisters its signal pad after
+ * ncclCommDestroy, FACTS 2), so it is a successful no-op. 1 when answered, with *res set. */
+static int dereg_answered(const char* fn, ncclComm_t comm, double t0, struct ng_commview* cv, ncclResult_t* res) {
+  if (!comm) {
+    ng_stat_add(NG_ST_ERRORS, 1);
+    ng_log_call(NG_LOG_WARN, fn, comm, ncclInvalidArgument, t0, "error", "null_comm",
+                "deregistration with a NULL communicator");
+    *res = ncclInvalidArgument;
+    return 1;
+  }
+  ng_reg_comm_get(comm, cv);
+  if (cv->known && (cv->state == NG_COMM_DESTROYED || cv->state == NG_COMM_ABORTED)) {
+    ng_stat_add(NG_ST_NOOPS, 1);
+    ng_log_call(NG_LOG_INFO, fn, comm, ncclSuccess, t0, "noop", "comm_destroyed",
+                "deregistration after the communicator was destroyed: NCCL already released it; nothing to do");
+    *res = ncclSuccess;
+    return 1;
+  }
+  return 0;
+}
+
 NG_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   ng_init();
   ncclResult_t res;
@@ -75,21 +97,7 @@ NG_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) 
   }
   ng_stat_add(NG_ST_CALLS, 1);
   struct ng_commview cv;
-  if (!comm) {
-    ng_stat_add(NG_ST_ERRORS, 1);
-    ng_log_call(NG_LOG_WARN, "ncclCommWindowDeregister", comm, ncclInvalidArgument, t0, "error", "null_comm",
-                "ncclCommWindowDeregister with a NULL communicator");
-    return ncclInvalidArgument;
-  }
-  ng_reg_comm_get(comm, &cv);
-  if (cv.known && (cv.state == NG_COMM_DESTROYED || cv.state == NG_COMM_ABORTED)) {
-    /* PyTorch deregisters its signal pad after ncclCommDestroy (FACTS 2); NCCL already freed it. */
-    ng_stat_add(NG_ST_NOOPS, 1);
-    ng_log_call(NG_LOG_INFO, "ncclCommWindowDeregister", comm, ncclSuccess, t0, "noop", "comm_destroyed",
-                "deregistration after the communicator was destroyed: NCCL already released the window; "
-                "nothing to do");
-    return ncclSuccess;
-  }
+  if (dereg_answered("ncclCommWindowDeregister", comm, t0, &cv, &res)) return res;
   if (!win) {
     /* A degraded registration (or NCCL's own NULL window): nothing was registered. */
     ng_stat_add(NG_ST_NOOPS, 1);
@@ -162,18 +170,7 @@ NG_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   }
   ng_stat_add(NG_ST_CALLS, 1);
   struct ng_commview cv;
-  if (!comm) {
-    ng_stat_add(NG_ST_ERRORS, 1);
-    ng_log_call(NG_LOG_WARN, "ncclCommDeregister", comm, ncclInvalidArgument, t0, "error", "null_comm",
-                "ncclCommDeregister with a NULL communicator");
-    return ncclInvalidArgument;
-  }
-  if (ng_reg_comm_get(comm, &cv) && (cv.state == NG_COMM_DESTROYED || cv.state == NG_COMM_ABORTED)) {
-    ng_stat_add(NG_ST_NOOPS, 1);
-    ng_log_call(NG_LOG_INFO, "ncclCommDeregister", comm, ncclSuccess, t0, "noop", "comm_destroyed",
-                "deregistration after the communicator was destroyed: NCCL already released it");
-    return ncclSuccess;
-  }
+  if (dereg_answered("ncclCommDeregister", comm, t0, &cv, &res)) return res;
   NG_CALL(res, ncclCommDeregister, comm, handle);
   if (res == ncclSuccess) ng_reg_buf_del(handle);
   else ng_stat_add(NG_ST_ERRORS, 1);

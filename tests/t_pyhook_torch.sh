@@ -9,7 +9,7 @@
 HOOK=$NG_ROOT/tools/python
 PY=${NG_TORCH_PYTHON:-python3}
 if ! command -v "$PY" >/dev/null 2>&1 || ! "$PY" -c 'import torch' >/dev/null 2>&1; then
-  pass "real_torch # skip: no torch in ${PY} (set NG_TORCH_PYTHON)"
+  echo "# skip real_torch: no torch in ${PY} (set NG_TORCH_PYTHON)"
   exit 0
 fi
 
