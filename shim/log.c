@@ -41,7 +41,8 @@ double ng_now_us(void) {
 int ng_log_on(int level) { return level <= ng_cfg.log_level && ng_cfg.log_level != NG_LOG_OFF; }
 
 void ng_log_set_rank(int rank) {
-  if (log_rank < 0) log_rank = rank;
+  int unset = -1; /* threads of one process may create their communicators at once */
+  __atomic_compare_exchange_n(&log_rank, &unset, rank, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
 /* The rank of this process for %r: launcher variables first, then the first communicator. */
@@ -56,15 +57,18 @@ static int env_rank(void) {
       if (!*end && r >= 0 && r < (1L << 30)) return (int)r;
     }
   }
-  return log_rank;
+  return __atomic_load_n(&log_rank, __ATOMIC_RELAXED);
+}
+
+static void read_hostname(void) {
+  if (gethostname(host, sizeof host - 1)) strcpy(host, "unknown");
+  char* dot = strchr(host, '.');
+  if (dot) *dot = 0;
 }
 
 static const char* hostname(void) {
-  if (!host[0]) {
-    if (gethostname(host, sizeof host - 1)) strcpy(host, "unknown");
-    char* dot = strchr(host, '.');
-    if (dot) *dot = 0;
-  }
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, read_hostname);
   return host;
 }
 
