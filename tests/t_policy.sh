@@ -174,3 +174,11 @@ rep=$("$B/ncclguard-report" "$T/job" 2>&1); rrc=$?
 # one file per rank, named by the communicator's rank (%r) although no launcher variable gives it
 [ $rc = 0 ] && [ "$(ls "$T/job" | grep -c '\.[01]\.log$')" = 2 ] && echo "$rep" | grep -qi 'degrade' && echo "$rep" | grep -q 'not_vmm' \
   && pass launcher-logs-to-report || fail launcher-logs-to-report "rc=$rc rrc=$rrc files=$(ls "$T/job" | tr '\n' ' ') $(echo "$rep" | head -12)"
+
+# --- never degrade where device code reads windows: a communicator with a device communicator -------
+out=$(bare_run "$PROGS/devcomm_then_bad" 2>&1)
+echo "$out" | grep -q 'RESULT first=0 devcomm=0 second=1 ' && pass devcomm-then-cudamalloc-fails-without \
+  || fail devcomm-then-cudamalloc-fails-without "$out"
+out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/dcb.%p.log" fake_run "$PROGS/devcomm_then_bad" 2>&1)
+echo "$out" | grep -q 'RESULT first=0 devcomm=0 second=5 win2=(nil)' && lhas dcb 'decision=error reason=not_vmm .*device communicator' \
+  && pass devcomm-then-cudamalloc-error-not-degrade || fail devcomm-then-cudamalloc-error-not-degrade "$out $(logs dcb | grep WARN | head -2)"
