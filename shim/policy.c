@@ -175,7 +175,9 @@ static void report(struct ng_regreq* r) {
       break;
     default:
       ng_stat_add(NG_ST_ERRORS, 1);
-      if (r->cv.has_devcomm && reason != NG_R_NCCL_ERROR)
+      if (reason == NG_R_TIMEOUT)
+        snprintf(msg, sizeof msg, "not registered: %s", ng_reason_advice(reason));
+      else if (r->cv.has_devcomm && reason != NG_R_NCCL_ERROR)
         snprintf(msg, sizeof msg, "registration cannot go ahead (%s: %s) and %s", ng_reason_name(reason),
                  ng_reason_advice(reason), ng_reason_advice(NG_R_HAS_DEVCOMM));
       else
@@ -263,7 +265,7 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
       if (a != ncclSuccess) {
         r->decision = NG_D_ERROR;
         r->result = a;
-        r->agreed_reason = a == ncclSystemError ? NG_R_TIMEOUT : NG_R_NCCL_ERROR;
+        r->agreed_reason = r->local_reason = a == ncclSystemError ? NG_R_TIMEOUT : NG_R_NCCL_ERROR;
         continue;
       }
       int agreed = vote_reason(vt->v);

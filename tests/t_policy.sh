@@ -182,3 +182,10 @@ echo "$out" | grep -q 'RESULT first=0 devcomm=0 second=1 ' && pass devcomm-then-
 out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/dcb.%p.log" fake_run "$PROGS/devcomm_then_bad" 2>&1)
 echo "$out" | grep -q 'RESULT first=0 devcomm=0 second=5 win2=(nil)' && lhas dcb 'decision=error reason=not_vmm .*device communicator' \
   && pass devcomm-then-cudamalloc-error-not-degrade || fail devcomm-then-cudamalloc-error-not-degrade "$out $(logs dcb | grep WARN | head -2)"
+
+# --- a peer that never takes part (here: rank 1 runs without ncclguard and registers cudaMalloc
+# memory, so it fails locally and never joins): the agreement gives up after NCCLGUARD_TIMEOUT
+# with a clear error instead of hanging forever (NCCL alone: hang, asym-hangs-without above)
+NCCLGUARD_TIMEOUT=3 NGTEST_ENV_RANK1=NCCLGUARD_DISABLE=1 g peer-missing --alloc cuda --expect-reg any --no-allreduce --timeout 25
+lhas peer-missing 'did not complete within NCCLGUARD_TIMEOUT=3s' && lhas peer-missing 'decision=error reason=timeout' \
+  && lhas peer-missing 'ncclCommAbort' && [ $rc != 124 ] && pass peer-missing-times-out || fail peer-missing-times-out "$(why peer-missing)"

@@ -42,6 +42,12 @@ static int launch_proc(struct ng_shared* sh) {
     if (pid[i] < 0) { perror("ngtest: fork"); return 1; }
     if (pid[i] == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the launcher (a killed hang) */
+      /* NGTEST_ENV_RANK<i>="NAME=VALUE": an environment variable for that rank only, set before
+       * its first CUDA/NCCL call (e.g. one rank without ncclguard: NCCLGUARD_DISABLE=1). */
+      char key[32];
+      snprintf(key, sizeof key, "NGTEST_ENV_RANK%d", i);
+      const char* kv = getenv(key);
+      if (kv && strchr(kv, '=')) putenv(strdup(kv));
       struct ng_rank* r = aligned_alloc(_Alignof(struct ng_rank), sizeof *r); /* _Alignas(64) member */
       if (!r) _exit(1);
       init_rank(r, i, sh);
