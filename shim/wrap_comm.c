@@ -247,8 +247,12 @@ static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t c
     default: NG_CALL(res, ncclCommRevoke, comm, flags); break;
   }
   if (comm && (res == ncclSuccess || res == ncclInProgress)) {
-    if (new_state == NG_COMM_DESTROYED || new_state == NG_COMM_ABORTED) ng_reg_comm_tombstone(comm, new_state);
-    else ng_reg_comm_set_state(comm, new_state);
+    /* Tombstoned only once NCCL is done: while a destroy still runs in the background, NCCL's own
+     * threads call ncclCommWindowDeregister through the public symbol, and those calls must
+     * reach NCCL (they do not carry this thread's in-NCCL mark). */
+    int gone = new_state == NG_COMM_DESTROYED || new_state == NG_COMM_ABORTED;
+    if (gone && res == ncclSuccess) ng_reg_comm_tombstone(comm, new_state);
+    else if (!gone) ng_reg_comm_set_state(comm, new_state);
   }
   if (res != ncclSuccess && res != ncclInProgress) ng_stat_add(NG_ST_ERRORS, 1);
   ng_log_call(res == ncclSuccess || res == ncclInProgress ? NG_LOG_INFO : NG_LOG_WARN, fn, comm, res, t0, "pass",
