@@ -97,3 +97,27 @@ out=$(env LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" timeout 30 "$B/real/no_nccl" 
 [ $rc = 0 ] && [ "$out" = "init=5 register=5 deregister=5 destroy=5 groupstart=5 groupend=5" ] \
   && has "$T/nonccl.log" 'cannot find the real ncclCommInitRank.*NCCLGUARD_NCCL_LIB' \
   && pass missing-nccl-clean-error || fail missing-nccl-clean-error "rc=$rc out=$out $(head -3 "$T/nonccl.log")"
+
+# --- the real libnccl of an nvidia-nccl wheel (PyTorch's way of shipping NCCL), where PyPI is reachable
+if [ -x "$B/real/main_local" ]; then
+  W="${NG_WHEEL_CACHE:-$NG_ROOT/build/wheels}"
+  mkdir -p "$W"
+  if [ ! -f "$W/nccl/lib/libnccl.so.2" ]; then
+    timeout 120 python3 -m pip download -q --no-deps --only-binary=:all: -d "$W/dl" nvidia-nccl-cu12 >/dev/null 2>&1 &&
+      python3 -c 'import sys,zipfile,glob; z=zipfile.ZipFile(glob.glob(sys.argv[1]+"/dl/*.whl")[0]); [z.extract(n, sys.argv[1]+"/x") for n in z.namelist() if n.endswith("libnccl.so.2")]' "$W" 2>/dev/null &&
+      mkdir -p "$W/nccl/lib" && cp "$(find "$W/x" -name libnccl.so.2 | head -1)" "$W/nccl/lib/" 2>/dev/null
+  fi
+  if [ -f "$W/nccl/lib/libnccl.so.2" ]; then
+    R="$B/real"
+    bare=$(LD_LIBRARY_PATH="$R:$W/nccl/lib" timeout 60 "$R/main_local" "$R/libnccluser.so" 2>/dev/null)
+    withg=$(LD_LIBRARY_PATH="$R:$W/nccl/lib" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG=info \
+            timeout 60 "$R/main_local" "$R/libnccluser.so" 2>"$T/wheel.log")
+    b_init=$(echo "$bare" | sed -n 's/.*initrank=\([0-9]*\).*/\1/p'); g_init=$(echo "$withg" | sed -n 's/.*initrank=\([0-9]*\).*/\1/p')
+    ver=$(echo "$bare" | sed -n 's/^version=\([0-9]*\).*/\1/p')
+    [ -n "$b_init" ] && [ "$b_init" = "$g_init" ] && has "$T/wheel.log" "found via loaded libnccl \(RTLD_NOLOAD\)" \
+      && has "$T/wheel.log" "$W/nccl/lib/libnccl.so.2" && echo "$withg" | grep -q 'register_null_comm=4' \
+      && pass "real-nccl-wheel-rtld-local (NCCL $ver)" || fail real-nccl-wheel-rtld-local "bare='$bare' with='$withg' $(head -3 "$T/wheel.log")"
+  else
+    echo "# skip real-nccl-wheel-rtld-local: PyPI not reachable (nvidia-nccl-cu12)"
+  fi
+fi
