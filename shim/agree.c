@@ -5,6 +5,7 @@
  * Every wait is a poll bounded by NCCLGUARD_TIMEOUT: a peer that never arrives is reported,
  * instead of hanging forever the way NCCL's bootstrap exchange does (FACTS 3). */
 #define _GNU_SOURCE
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -46,28 +47,38 @@ ncclResult_t ng_wait_ready(ncclComm_t comm, int dev) {
   return st;
 }
 
-/* The stream and scratch buffer of a communicator, created on its device at first use. */
-static int resources(ncclComm_t comm, int dev, ng_stream* s, ng_devptr* buf) {
-  size_t cap;
-  if (ng_reg_comm_agree_res(comm, s, buf, &cap)) return 0;
-  /* A destroyed communicator's stream and scratch, if idle (a timed-out round may still hold it). */
-  while (dev >= 0 && ng_reg_pool_take(dev, s, buf, &cap))
-    if (ng_cuda_stream_done(*s) == 1) {
-      ng_reg_comm_set_agree_res(comm, *s, *buf, cap);
-      return 0;
-    }
+/* The stream, scratch and host staging of a communicator, created on its device at first use. */
+static int resources(ncclComm_t comm, int dev, struct ng_agree_res* res) {
+  if (ng_reg_comm_agree_res(comm, res)) return 0;
+  /* A destroyed communicator's resources, if idle; busy ones (a timed-out round may still use
+   * them) go back to the pool, still owned there. */
+  struct ng_agree_res busy[8];
+  int nbusy = 0, found = 0;
+  while (!found && nbusy < 8 && dev >= 0 && ng_reg_pool_take(dev, res)) {
+    if (ng_cuda_stream_done(res->s) == 1) found = 1;
+    else busy[nbusy++] = *res;
+  }
+  for (int i = 0; i < nbusy; i++) ng_reg_pool_put(dev, &busy[i]);
+  if (found) {
+    ng_reg_comm_set_agree_res(comm, res);
+    return 0;
+  }
+  res->host = calloc(NG_AGREE_SLOTS * NG_NVOTE, sizeof(int32_t));
+  if (!res->host) return -1;
   ng_ctx saved;
-  if (ng_cuda_push(dev, &saved)) return -1;
-  int bad = ng_cuda_stream_create(s) || ng_cuda_alloc(buf, NG_AGREE_SLOTS * NG_NVOTE * sizeof(int32_t));
+  if (ng_cuda_push(dev, &saved)) return free(res->host), -1;
+  int bad = ng_cuda_stream_create(&res->s) || ng_cuda_alloc(&res->buf, NG_AGREE_SLOTS * NG_NVOTE * sizeof(int32_t));
   ng_cuda_pop(saved);
-  if (bad) return -1;
-  ng_reg_comm_set_agree_res(comm, *s, *buf, NG_AGREE_SLOTS);
+  if (bad) return free(res->host), -1;
+  res->cap = NG_AGREE_SLOTS;
+  ng_reg_comm_set_agree_res(comm, res);
   return 0;
 }
 
 struct slot {
   ng_stream s;
   ng_devptr buf;
+  int32_t* host; /* NG_NVOTE values, owned by the communicator's resources */
 };
 
 /* Wait for every stream; 0 done, 1 timeout, <0 CUDA error. */
@@ -97,19 +108,24 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
   for (int i = 0; i < n; i++) {
     int used = 0; /* earlier votes on the same communicator in this round */
     for (int j = 0; j < i; j++) used += votes[j].comm == votes[i].comm;
-    if (used >= NG_AGREE_SLOTS || resources(votes[i].comm, votes[i].dev, &sl[i].s, &sl[i].buf)) {
+    struct ng_agree_res res;
+    if (used >= NG_AGREE_SLOTS || resources(votes[i].comm, votes[i].dev, &res)) {
       ng_log_msg(NG_LOG_WARN, votes[i].dev, "agree", "cannot set up the agreement buffer for communicator %p",
                  (void*)votes[i].comm);
       if (relaxed) ng_cuda_restore_capture(mode);
       return ncclUnhandledCudaError;
     }
-    sl[i].buf += (ng_devptr)used * NG_NVOTE * sizeof(int32_t);
+    sl[i].s = res.s;
+    sl[i].buf = res.buf + (ng_devptr)used * NG_NVOTE * sizeof(int32_t);
+    sl[i].host = res.host + (size_t)used * NG_NVOTE;
   }
+  /* The copies use the communicator's own host staging, never the caller's stack: a round that
+   * fails or times out may leave work queued on our stream that touches it after we return. */
+  for (int i = 0; i < n; i++) memcpy(sl[i].host, votes[i].v, sizeof votes[i].v);
   ncclResult_t res = ncclSuccess;
   for (int i = 0; i < n && res == ncclSuccess; i++) {
     ng_ctx saved;
-    if (ng_cuda_push(votes[i].dev, &saved) ||
-        ng_cuda_h2d(sl[i].buf, votes[i].v, sizeof votes[i].v, sl[i].s))
+    if (ng_cuda_push(votes[i].dev, &saved) || ng_cuda_h2d(sl[i].buf, sl[i].host, sizeof votes[i].v, sl[i].s))
       res = ncclUnhandledCudaError;
     ng_cuda_pop(saved);
   }
@@ -129,11 +145,13 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
   if (res == ncclSuccess && w == 0) {
     for (int i = 0; i < n && res == ncclSuccess; i++) {
       ng_ctx saved;
-      if (ng_cuda_push(votes[i].dev, &saved) || ng_cuda_d2h(votes[i].v, sl[i].buf, sizeof votes[i].v, sl[i].s))
+      if (ng_cuda_push(votes[i].dev, &saved) || ng_cuda_d2h(sl[i].host, sl[i].buf, sizeof votes[i].v, sl[i].s))
         res = ncclUnhandledCudaError;
       ng_cuda_pop(saved);
     }
     if (res == ncclSuccess) w = wait_streams(sl, n, t0);
+    if (res == ncclSuccess && w == 0)
+      for (int i = 0; i < n; i++) memcpy(votes[i].v, sl[i].host, sizeof votes[i].v);
   }
   if (relaxed) ng_cuda_restore_capture(mode);
   if (w == 1) {

@@ -200,13 +200,22 @@ void ng_reg_comm_set_info(ncclComm_t comm, int rank, int nranks, int dev);
 int ng_reg_comm_next(ncclComm_t comm, int which);
 enum { NG_NEXT_SPLIT, NG_NEXT_SHRINK, NG_NEXT_GROW, NG_NEXT_WINSEQ, NG_NNEXT };
 void ng_reg_comm_mark(ncclComm_t comm, int warmed, int has_devcomm, int add_degraded);
-/* Agreement resources (stream + device scratch) of the communicator, created by agree.c. */
-int ng_reg_comm_agree_res(ncclComm_t comm, ng_stream* s, ng_devptr* buf, size_t* cap);
-void ng_reg_comm_set_agree_res(ncclComm_t comm, ng_stream s, ng_devptr buf, size_t cap);
+/* Agreement resources of a communicator, created by agree.c: a private stream, device scratch and
+ * the host side of its copies (never on a caller's stack: a timed-out round may still use them). */
+struct ng_agree_res {
+  ng_stream s;
+  ng_devptr buf;
+  int32_t* host;
+  size_t cap; /* rounds' slots; 0: none */
+};
+int ng_reg_comm_agree_res(ncclComm_t comm, struct ng_agree_res* res);
+void ng_reg_comm_set_agree_res(ncclComm_t comm, const struct ng_agree_res* res);
 /* Destroyed/aborted: the entry becomes a tombstone and its windows are forgotten. */
 void ng_reg_comm_tombstone(ncclComm_t comm, int state);
 /* Agreement resources left by a destroyed communicator on `dev`, for reuse; 1 if one was taken. */
-int ng_reg_pool_take(int dev, ng_stream* s, ng_devptr* buf, size_t* cap);
+int ng_reg_pool_take(int dev, struct ng_agree_res* res);
+/* Give back resources that are still busy (their stream has queued work). */
+void ng_reg_pool_put(int dev, const struct ng_agree_res* res);
 
 void ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, int flags, int seq);
 /* Removes; returns 1 and fills seq/buff/size if known. */

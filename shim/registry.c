@@ -14,9 +14,7 @@ struct comm_ent {
   ncclComm_t comm;
   struct ng_commview v;
   int next[NG_NNEXT];
-  ng_stream agree_stream;
-  ng_devptr agree_buf;
-  size_t agree_cap;
+  struct ng_agree_res agree;
   UT_hash_handle hh;
 };
 
@@ -51,21 +49,27 @@ static unsigned tomb_next;
 
 /* Agreement resources of destroyed communicators, reused by the next ones (agree.c). */
 #define NG_POOL 256
-struct pool_ent { int dev; ng_stream s; ng_devptr buf; size_t cap; };
+struct pool_ent { int dev; struct ng_agree_res res; };
 static struct pool_ent pool[NG_POOL];
 static int npool;
 
-int ng_reg_pool_take(int dev, ng_stream* s, ng_devptr* buf, size_t* cap) {
+int ng_reg_pool_take(int dev, struct ng_agree_res* res) {
   int found = 0;
   pthread_mutex_lock(&lock);
   for (int i = npool - 1; i >= 0 && !found; i--) {
     if (pool[i].dev != dev) continue;
-    *s = pool[i].s, *buf = pool[i].buf, *cap = pool[i].cap;
+    *res = pool[i].res;
     pool[i] = pool[--npool];
     found = 1;
   }
   pthread_mutex_unlock(&lock);
   return found;
+}
+
+void ng_reg_pool_put(int dev, const struct ng_agree_res* res) {
+  pthread_mutex_lock(&lock);
+  if (npool < NG_POOL) pool[npool++] = (struct pool_ent){dev, *res};
+  pthread_mutex_unlock(&lock);
 }
 
 uint64_t ng_fnv(uint64_t h, const void* data, size_t n) {
@@ -152,19 +156,19 @@ void ng_reg_comm_mark(ncclComm_t comm, int warmed, int has_devcomm, int add_degr
   pthread_mutex_unlock(&lock);
 }
 
-int ng_reg_comm_agree_res(ncclComm_t comm, ng_stream* s, ng_devptr* buf, size_t* cap) {
+int ng_reg_comm_agree_res(ncclComm_t comm, struct ng_agree_res* res) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);
-  int ok = e && e->agree_cap;
-  if (ok) *s = e->agree_stream, *buf = e->agree_buf, *cap = e->agree_cap;
+  int ok = e && e->agree.cap;
+  if (ok) *res = e->agree;
   pthread_mutex_unlock(&lock);
   return ok;
 }
 
-void ng_reg_comm_set_agree_res(ncclComm_t comm, ng_stream s, ng_devptr buf, size_t cap) {
+void ng_reg_comm_set_agree_res(ncclComm_t comm, const struct ng_agree_res* res) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);
-  if (e) e->agree_stream = s, e->agree_buf = buf, e->agree_cap = cap;
+  if (e) e->agree = *res;
   pthread_mutex_unlock(&lock);
 }
 
@@ -178,9 +182,9 @@ void ng_reg_comm_tombstone(ncclComm_t comm, int state) {
     e->v.nwindows = 0;
     /* Its agreement stream and scratch go to the pool for the next communicator on the device
      * (one stream and a few KB per communicator were leaked before: a thread per stream too). */
-    if (e->agree_cap && e->v.dev >= 0 && npool < NG_POOL)
-      pool[npool++] = (struct pool_ent){e->v.dev, e->agree_stream, e->agree_buf, e->agree_cap};
-    e->agree_cap = 0;
+    if (e->agree.cap && e->v.dev >= 0 && npool < NG_POOL)
+      pool[npool++] = (struct pool_ent){e->v.dev, e->agree};
+    e->agree.cap = 0;
     ncclComm_t evict = tomb_ring[tomb_next % NG_TOMBSTONES];
     tomb_ring[tomb_next++ % NG_TOMBSTONES] = comm;
     struct comm_ent* old = evict && evict != comm ? find(evict) : NULL;
