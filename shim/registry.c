@@ -184,7 +184,7 @@ void ng_reg_comm_tombstone(ncclComm_t comm, int state) {
      * (one stream and a few KB per communicator were leaked before: a thread per stream too). */
     if (e->agree.cap && e->v.dev >= 0 && npool < NG_POOL)
       pool[npool++] = (struct pool_ent){e->v.dev, e->agree};
-    e->agree.cap = 0;
+    memset(&e->agree, 0, sizeof e->agree); /* owned by the pool now (or dropped when it is full) */
     ncclComm_t evict = tomb_ring[tomb_next % NG_TOMBSTONES];
     tomb_ring[tomb_next++ % NG_TOMBSTONES] = comm;
     struct comm_ent* old = evict && evict != comm ? find(evict) : NULL;
@@ -284,8 +284,11 @@ long ng_reg_live_windows(void) {
  * parent's communicators cannot be used by the child (NCCL does not support it): start empty. */
 void ng_reg_reset_after_fork(void) {
   pthread_mutex_init(&lock, NULL);
+  /* The parent's streams are not the child's, and no CUDA work runs here: the host staging of
+   * the agreement rounds can go. */
   struct comm_ent *e, *etmp;
-  HASH_ITER(hh, comms, e, etmp) { HASH_DEL(comms, e); free(e); }
+  HASH_ITER(hh, comms, e, etmp) { HASH_DEL(comms, e); free(e->agree.host); free(e); }
+  for (int i = 0; i < npool; i++) free(pool[i].res.host);
   struct win_ent *w, *wtmp;
   HASH_ITER(hh, wins, w, wtmp) { HASH_DEL(wins, w); free(w); }
   struct buf_ent *b, *btmp;
