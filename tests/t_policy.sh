@@ -189,3 +189,12 @@ echo "$out" | grep -q 'RESULT first=0 devcomm=0 second=5 win2=(nil)' && lhas dcb
 NCCLGUARD_TIMEOUT=3 NGTEST_ENV_RANK1=NCCLGUARD_DISABLE=1 g peer-missing --alloc cuda --expect-reg any --no-allreduce --timeout 25
 lhas peer-missing 'did not complete within NCCLGUARD_TIMEOUT=3s' && lhas peer-missing 'decision=error reason=timeout' \
   && lhas peer-missing 'ncclCommAbort' && [ $rc != 124 ] && pass peer-missing-times-out || fail peer-missing-times-out "$(why peer-missing)"
+
+# --- buffers only the preflight can judge (one rank; NCCL alone: a window on another GPU's memory,
+# or an invalid argument; ncclguard: degraded, with the reason named) --------------------------------
+for c in wrong-device:wrong_device out-of-range:out_of_range host:not_device; do
+  name=${c%%:*} reason=${c#*:}
+  out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/pf-$name.%p.log" fake_run "$PROGS/preflight_cases" "$name" 2>&1)
+  echo "$out" | grep -q "RESULT case=$name reg=0 win=(nil)" && lhas "pf-$name" "decision=degrade reason=$reason" \
+    && pass "preflight-$name" || fail "preflight-$name" "$out $(logs "pf-$name" | grep WARN | head -1)"
+done
