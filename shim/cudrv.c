@@ -40,7 +40,6 @@ _Static_assert(sizeof(ng_devptr) == sizeof(CUdeviceptr), "cuda.h");
 typedef int ng_cudev;
 static struct {
   ng_cures (*cuInit)(unsigned);
-  ng_cures (*cuGetErrorString)(ng_cures, const char**);
   ng_cures (*cuCtxGetCurrent)(ng_ctx*);
   ng_cures (*cuCtxSetCurrent)(ng_ctx);
   ng_cures (*cuCtxGetDevice)(ng_cudev*);
@@ -91,7 +90,6 @@ static void cu_load(void) {
   }
   struct { void** slot; const char* name; } want[] = {
       {(void**)&cu.cuInit, "cuInit"},
-      {(void**)&cu.cuGetErrorString, "cuGetErrorString"},
       {(void**)&cu.cuCtxGetCurrent, "cuCtxGetCurrent"},
       {(void**)&cu.cuCtxSetCurrent, "cuCtxSetCurrent"},
       {(void**)&cu.cuCtxGetDevice, "cuCtxGetDevice"},
@@ -127,25 +125,6 @@ static void cu_load(void) {
 int ng_cuda_ok(void) {
   pthread_once(&cu_once, cu_load);
   return cu_state > 0;
-}
-
-const char* ng_cuda_errstr(ng_cures r) {
-  const char* s = NULL;
-  if (ng_cuda_ok()) {
-    enter();
-    cu.cuGetErrorString(r, &s);
-    leave();
-  }
-  return s ? s : "unknown CUDA error";
-}
-
-int ng_cuda_current_device(void) {
-  ng_cudev d;
-  if (!ng_cuda_ok()) return -1;
-  enter();
-  int bad = cu.cuCtxGetDevice(&d) != NG_CUDA_SUCCESS;
-  leave();
-  return bad ? -1 : d;
 }
 
 /* Primary contexts retained by ncclguard: one retain per device for the life of the process,

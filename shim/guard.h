@@ -89,8 +89,6 @@ ncclResult_t ng_missing(enum ng_real_id id);
 int ng_nccl_version(void);
 /* Log (once, at info) where the real NCCL was found; called once the rank is known. */
 void ng_log_source(void);
-/* Path of the libnccl the real functions come from ("" if none yet). */
-const char* ng_nccl_path(void);
 
 /* Call the real function `fn` with the in-NCCL guard held; `res` receives its result. */
 #define NG_CALL(res, fn, ...)                                                   \
@@ -154,7 +152,6 @@ int ng_cuda_ok(void); /* 1 if the driver API is usable */
 int ng_cuda_push(int dev, ng_ctx* saved);
 void ng_cuda_pop(ng_ctx saved);
 void ng_cuda_after_fork(void);
-int ng_cuda_current_device(void);
 /* Device scratch and a private non-blocking stream on the current context. */
 int ng_cuda_stream_create(ng_stream* s);
 int ng_cuda_alloc(ng_devptr* p, size_t bytes);
@@ -169,7 +166,6 @@ int ng_cuda_is_vmm(const void* p);
 int ng_cuda_capturing(void); /* 1 if a capture makes registration unsafe on this thread */
 int ng_cuda_relaxed_capture(int* saved_mode); /* switch this thread to relaxed capture mode */
 void ng_cuda_restore_capture(int saved_mode);
-const char* ng_cuda_errstr(ng_cures r);
 
 /* ---- registry (registry.c) ---------------------------------------------------------------- */
 enum ng_comm_state { NG_COMM_INITIALIZING, NG_COMM_READY, NG_COMM_FINALIZED, NG_COMM_DESTROYED,

@@ -147,8 +147,6 @@ ncclResult_t ng_missing(enum ng_real_id id) {
   return ncclInvalidUsage;
 }
 
-const char* ng_nccl_path(void) { return lib_path; }
-
 int ng_nccl_version(void) {
   static int version = -1;
   int v = __atomic_load_n(&version, __ATOMIC_RELAXED);
