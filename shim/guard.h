@@ -186,6 +186,10 @@ struct ng_commview {
   int ndegraded;
   int nwindows;
 };
+/* A destroyed or aborted communicator (a tombstone): NCCL must not see it again. */
+static inline int ng_comm_gone(const struct ng_commview* v) {
+  return v->known && (v->state == NG_COMM_DESTROYED || v->state == NG_COMM_ABORTED);
+}
 /* Record a communicator created by NCCL (replaces a tombstone with the same address). */
 void ng_reg_comm_add(ncclComm_t comm, uint64_t cid, uint64_t parent_cid, int rank, int nranks, int dev,
                      int blocking, int state);

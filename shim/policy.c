@@ -25,7 +25,7 @@ const char* ng_decision_name(int d) {
 int ng_check_reg_args(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, struct ng_commview* cv) {
   ng_reg_comm_get(comm, cv);
   if (!comm) return NG_R_NULL_COMM;
-  if (cv->known && (cv->state == NG_COMM_DESTROYED || cv->state == NG_COMM_ABORTED)) return NG_R_COMM_DESTROYED;
+  if (ng_comm_gone(cv)) return NG_R_COMM_DESTROYED;
   if (!win) return NG_R_NULL_WIN;
   if (!buff) return NG_R_NULL_BUFF;
   if (!size) return NG_R_ZERO_SIZE;
@@ -198,7 +198,8 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
     r->agreed_reason = NG_R_OK;
     r->decision = NG_D_REGISTER;
     struct ng_commview now;
-    if (ng_reg_comm_get(r->comm, &now) && (now.state == NG_COMM_DESTROYED || now.state == NG_COMM_ABORTED)) {
+    ng_reg_comm_get(r->comm, &now);
+    if (ng_comm_gone(&now)) {
       /* queued in a group, then destroyed in the same group: NCCL must not see the freed comm */
       r->cv = now;
       r->local_reason = r->agreed_reason = NG_R_COMM_DESTROYED;

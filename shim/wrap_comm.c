@@ -29,10 +29,6 @@ void ng_log_call(int level, const char* fn, ncclComm_t comm, ncclResult_t res, d
   ng_line_end(&l, "%s", msg ? msg : "");
 }
 
-static int is_gone(const struct ng_commview* cv) {
-  return cv->known && (cv->state == NG_COMM_DESTROYED || cv->state == NG_COMM_ABORTED);
-}
-
 /* Record a new communicator after a creation call returned `res`. */
 static void created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0, uint64_t cid, uint64_t parent,
                     int rank, int nranks, int blocking_hint) {
@@ -164,7 +160,7 @@ NG_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
   double t0 = ng_now_us();
   struct ng_commview pv;
   ng_reg_comm_get(comm, &pv);
-  if (!comm || is_gone(&pv)) {
+  if (!comm || ng_comm_gone(&pv)) {
     ng_stat_add(NG_ST_ERRORS, 1);
     ng_log_call(NG_LOG_WARN, "ncclCommSplit", comm, ncclInvalidArgument, t0, "error",
                 comm ? "comm_destroyed" : "null_comm", comm ? ng_reason_advice(NG_R_COMM_DESTROYED)
@@ -189,7 +185,7 @@ NG_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int e
   double t0 = ng_now_us();
   struct ng_commview pv;
   ng_reg_comm_get(comm, &pv);
-  if (!comm || is_gone(&pv)) {
+  if (!comm || ng_comm_gone(&pv)) {
     ng_stat_add(NG_ST_ERRORS, 1);
     ng_log_call(NG_LOG_WARN, "ncclCommShrink", comm, ncclInvalidArgument, t0, "error",
                 comm ? "comm_destroyed" : "null_comm", "ncclCommShrink needs a live communicator");
@@ -213,7 +209,7 @@ NG_API ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId
   double t0 = ng_now_us();
   struct ng_commview pv;
   ng_reg_comm_get(comm, &pv);
-  if (comm && is_gone(&pv)) {
+  if (comm && ng_comm_gone(&pv)) {
     /* comm == NULL is valid here: it is how a new rank joins. */
     ng_stat_add(NG_ST_ERRORS, 1);
     ng_log_call(NG_LOG_WARN, "ncclCommGrow", comm, ncclInvalidArgument, t0, "error", "comm_destroyed",
@@ -233,7 +229,7 @@ static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t c
   double t0 = ng_now_us();
   struct ng_commview cv;
   ng_reg_comm_get(comm, &cv);
-  if (comm && is_gone(&cv)) {
+  if (comm && ng_comm_gone(&cv)) {
     ng_stat_add(NG_ST_ERRORS, 1);
     ng_log_call(NG_LOG_WARN, fn, comm, ncclInvalidArgument, t0, "error", "comm_destroyed",
                 "the communicator was already destroyed or aborted; NCCL would use freed memory");

@@ -32,15 +32,13 @@ static int queue(struct ng_regreq* r) {
 
 NG_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
                                            int winFlags) {
-  ng_init();
   ncclResult_t res;
-  if (ng_cfg.disable || ng_tls.in_nccl) {
+  if (ng_bypass()) {
     double t0 = ng_now_us();
     NG_CALL(res, ncclCommWindowRegister, comm, buff, size, win, winFlags);
     if (!ng_cfg.disable) ng_log_call(NG_LOG_TRACE, "ncclCommWindowRegister", comm, res, t0, "internal", "ok", NULL);
     return res;
   }
-  ng_stat_add(NG_ST_CALLS, 1);
   struct ng_regreq r = {.comm = comm, .buff = buff, .size = size, .win = win, .flags = winFlags,
                         .t0 = ng_now_us(), .seq = -1};
   int reason = ng_check_reg_args(comm, buff, size, win, &r.cv);
@@ -69,7 +67,7 @@ static int dereg_answered(const char* fn, ncclComm_t comm, double t0, struct ng_
     return 1;
   }
   ng_reg_comm_get(comm, cv);
-  if (cv->known && (cv->state == NG_COMM_DESTROYED || cv->state == NG_COMM_ABORTED)) {
+  if (ng_comm_gone(cv)) {
     ng_stat_add(NG_ST_NOOPS, 1);
     ng_log_call(NG_LOG_INFO, fn, comm, ncclSuccess, t0, "noop", "comm_destroyed",
                 "deregistration after the communicator was destroyed: NCCL already released it; nothing to do");
@@ -80,10 +78,9 @@ static int dereg_answered(const char* fn, ncclComm_t comm, double t0, struct ng_
 }
 
 NG_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
-  ng_init();
   ncclResult_t res;
   double t0 = ng_now_us();
-  if (ng_cfg.disable || ng_tls.in_nccl) {
+  if (ng_bypass()) {
     NG_CALL(res, ncclCommWindowDeregister, comm, win);
     if (!ng_cfg.disable) {
       /* NCCL's own call (inside ncclCommDestroy): the window is gone from NCCL, forget it too. */
@@ -95,7 +92,6 @@ NG_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) 
     }
     return res;
   }
-  ng_stat_add(NG_ST_CALLS, 1);
   struct ng_commview cv;
   if (dereg_answered("ncclCommWindowDeregister", comm, t0, &cv, &res)) return res;
   if (!win) {
@@ -131,19 +127,17 @@ NG_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) 
 }
 
 NG_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
-  ng_init();
   ncclResult_t res;
   double t0 = ng_now_us();
-  if (ng_cfg.disable || ng_tls.in_nccl) {
+  if (ng_bypass()) {
     NG_CALL(res, ncclCommRegister, comm, buff, size, handle);
     return res;
   }
-  ng_stat_add(NG_ST_CALLS, 1);
   struct ng_commview cv;
+  ng_reg_comm_get(comm, &cv);
   const char* reason = NULL;
   if (!comm) reason = "null_comm";
-  else if (ng_reg_comm_get(comm, &cv) && (cv.state == NG_COMM_DESTROYED || cv.state == NG_COMM_ABORTED))
-    reason = "comm_destroyed";
+  else if (ng_comm_gone(&cv)) reason = "comm_destroyed";
   else if (!handle) reason = "null_win";
   if (reason) {
     ng_stat_add(NG_ST_ERRORS, 1);
@@ -160,15 +154,13 @@ NG_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t s
 }
 
 NG_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
-  ng_init();
   ncclResult_t res;
   double t0 = ng_now_us();
-  if (ng_cfg.disable || ng_tls.in_nccl) {
+  if (ng_bypass()) {
     NG_CALL(res, ncclCommDeregister, comm, handle);
     if (!ng_cfg.disable) ng_reg_buf_del(handle);
     return res;
   }
-  ng_stat_add(NG_ST_CALLS, 1);
   struct ng_commview cv;
   if (dereg_answered("ncclCommDeregister", comm, t0, &cv, &res)) return res;
   NG_CALL(res, ncclCommDeregister, comm, handle);
@@ -181,14 +173,12 @@ NG_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
 
 NG_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, struct ncclDevCommRequirements const* reqs,
                                       struct ncclDevComm* outDevComm) {
-  ng_init();
   ncclResult_t res;
   double t0 = ng_now_us();
-  if (ng_cfg.disable || ng_tls.in_nccl) {
+  if (ng_bypass()) {
     NG_CALL(res, ncclDevCommCreate, comm, reqs, outDevComm);
     return res;
   }
-  ng_stat_add(NG_ST_CALLS, 1);
   struct ng_commview cv;
   if (!comm) {
     ng_stat_add(NG_ST_ERRORS, 1);
