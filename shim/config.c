@@ -92,13 +92,15 @@ static void parse_path(const char* name, const char* v, char* out, size_t cap) {
   strcpy(out, v);
 }
 
+/* The names each enumerated variable accepts, in the order of its enum (guard.h). */
+static const char* const levels[] = {"off", "warn", "info", "trace"};
+static const char* const formats[] = {"text", "json"};
+static const char* const failures[] = {"degrade", "error"};
+static const char* const warmups[] = {"auto", "always", "never"};
+static const char* const nullwins[] = {"warn", "error"};
+static const char* const captures[] = {"degrade", "relaxed"};
+
 void ng_parse_env(struct ng_config* c) {
-  static const char* const levels[] = {"off", "warn", "info", "trace"};
-  static const char* const formats[] = {"text", "json"};
-  static const char* const failures[] = {"degrade", "error"};
-  static const char* const warmups[] = {"auto", "always", "never"};
-  static const char* const nullwins[] = {"warn", "error"};
-  static const char* const captures[] = {"degrade", "relaxed"};
   const char* v;
   long l;
   if ((v = secure_getenv("NCCLGUARD_DISABLE"))) parse_bool("NCCLGUARD_DISABLE", v, &c->disable);
@@ -124,11 +126,6 @@ void ng_parse_env(struct ng_config* c) {
 static const char* b(int x) { return x ? "1" : "0"; }
 
 void ng_dump_config(void) {
-  static const char* const levels[] = {"off", "warn", "info", "trace"};
-  static const char* const failures[] = {"degrade", "error"};
-  static const char* const warmups[] = {"auto", "always", "never"};
-  static const char* const nullwins[] = {"warn", "error"};
-  static const char* const captures[] = {"degrade", "relaxed"};
   char timeout[32];
   snprintf(timeout, sizeof timeout, "%g", ng_cfg.timeout_s);
   struct ng_line l;
@@ -139,7 +136,7 @@ void ng_dump_config(void) {
   ng_kv_str(&l, "fn", "config");
   ng_kv_str(&l, "NCCLGUARD_DISABLE", b(ng_cfg.disable));
   ng_kv_str(&l, "NCCLGUARD_LOG", levels[saved]);
-  ng_kv_str(&l, "NCCLGUARD_LOG_FORMAT", ng_cfg.log_json ? "json" : "text");
+  ng_kv_str(&l, "NCCLGUARD_LOG_FORMAT", formats[ng_cfg.log_json]);
   ng_kv_str(&l, "NCCLGUARD_LOG_FILE", ng_cfg.log_file[0] ? ng_cfg.log_file : "(stderr)");
   ng_kv_str(&l, "NCCLGUARD_STATS", b(ng_cfg.stats));
   ng_kv_str(&l, "NCCLGUARD_ON_FAILURE", failures[ng_cfg.on_failure]);
