@@ -1,11 +1,13 @@
 # ncclguard - build: `make` (library + tools), `make test` (CPU test suite), `make demo`.
 # Options: BUILD=dir  SAN=asan|ubsan|tsan  NCCL_INCLUDE=dir-with-nccl.h  CUDA_INCLUDE=dir-with-cuda.h
+# The library and the tools need a C compiler and uthash alone (NCCL's ABI is declared in
+# shim/nccl_abi.h); NCCL's and CUDA's headers are used only by the fakes and test programs.
 BUILD ?= build
 SAN ?=
 PREFIX ?= /usr/local
 CC ?= cc
 
-# NCCL's header: CUDA toolkit, /usr/include, or a PyTorch environment's nvidia-nccl wheel.
+# NCCL's header, for the tests only: CUDA toolkit, /usr/include, or a PyTorch environment's wheel.
 NCCL_INCLUDE ?= $(firstword $(foreach d,/usr/local/cuda/include /usr/include /usr/local/include \
   $(wildcard /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/include),$(if $(wildcard $(d)/nccl.h),$(d))))
 # CUDA's headers (cuda.h): only the fakes and the consumer programs need them, never the library.
@@ -25,15 +27,19 @@ SHIM_SRC = $(wildcard shim/*.c)
 SHIM_OBJ = $(SHIM_SRC:shim/%.c=$(BUILD)/shim/%.o)
 SHIM = $(BUILD)/libncclguard.so
 
-.PHONY: all testbins test test-quick demo deps install clean check-nccl-header
-all: check-nccl-header $(SHIM) tools
+.PHONY: all testbins test test-quick demo deps install clean check-nccl-header lib
+all: $(SHIM) tools
 
 check-nccl-header:
-	@test -n "$(NCCL_INCLUDE)" || { echo "ncclguard: nccl.h not found; install the CUDA toolkit or nvidia-nccl, or set NCCL_INCLUDE=dir" >&2; exit 1; }
+	@test -n "$(NCCL_INCLUDE)" || { echo "ncclguard: nccl.h not found (needed by the tests only); install the CUDA toolkit or nvidia-nccl, or set NCCL_INCLUDE=dir" >&2; exit 1; }
 
-$(BUILD)/shim/%.o: shim/%.c shim/guard.h
+# No NCCL or CUDA include directory: the library must not see nccl.h or cuda.h.
+$(BUILD)/shim/%.o: shim/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -I$(NCCL_INCLUDE) $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE)) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -MMD -MP -c $< -o $@
+-include $(SHIM_OBJ:.o=.d)
+
+lib: $(SHIM)
 
 $(SHIM): $(SHIM_OBJ) shim/ncclguard.map
 	$(CC) $(ALL_CFLAGS) -shared -Wl,--version-script=shim/ncclguard.map -Wl,-z,defs -Wl,--as-needed \

@@ -134,7 +134,7 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
     NG_CALL(r, ncclGroupStart);
     for (int i = 0; i < n && r == ncclSuccess; i++)
       NG_CALL(r, ncclAllReduce, (const void*)(uintptr_t)sl[i].buf, (void*)(uintptr_t)sl[i].buf, NG_NVOTE,
-              ncclInt32, ncclMax, votes[i].comm, (cudaStream_t)sl[i].s);
+              NG_NCCL_INT32, NG_NCCL_MAX, votes[i].comm, (cudaStream_t)sl[i].s);
     NG_CALL(e, ncclGroupEnd);
     res = r != ncclSuccess ? r : e;
     if (res == ncclInProgress || res == ncclSuccess) /* nonblocking communicators: wait for the enqueue */

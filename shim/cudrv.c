@@ -1,7 +1,7 @@
 /* The CUDA driver API, found at run time (no NEEDED entry on libcuda): used for preflight
  * (what kind of memory a buffer is) and for the agreement all-reduce (a private stream and a
- * few bytes of device memory). Types and constants are declared here so that building the
- * library needs only nccl.h; where cuda.h is available they are checked against it. */
+ * few bytes of device memory). Types and constants are declared in cuda_abi.h, so that building
+ * the library needs no CUDA header; tests/abi checks them against cuda.h. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -9,33 +9,7 @@
 
 #include "guard.h"
 
-/* CUDA ABI constants (cuda.h) */
-enum {
-  NG_CUDA_SUCCESS = 0,
-  NG_CUDA_ERROR_NOT_READY = 600,
-  NG_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
-  NG_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
-  NG_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
-  NG_CU_MEMORYTYPE_DEVICE = 2,
-  NG_CU_STREAM_NON_BLOCKING = 1,
-  NG_CU_STREAM_CAPTURE_STATUS_NONE = 0,
-  NG_CU_STREAM_CAPTURE_MODE_RELAXED = 2,
-};
-#define NG_CU_STREAM_LEGACY ((ng_stream)0x1)
-
-#if defined(__has_include)
-#if __has_include(<cuda.h>)
-#include <cuda.h>
-_Static_assert((int)NG_CUDA_ERROR_NOT_READY == (int)CUDA_ERROR_NOT_READY, "cuda.h");
-_Static_assert((int)NG_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT == (int)CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "cuda.h");
-_Static_assert((int)NG_CU_POINTER_ATTRIBUTE_MEMORY_TYPE == (int)CU_POINTER_ATTRIBUTE_MEMORY_TYPE, "cuda.h");
-_Static_assert((int)NG_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL == (int)CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, "cuda.h");
-_Static_assert((int)NG_CU_MEMORYTYPE_DEVICE == (int)CU_MEMORYTYPE_DEVICE, "cuda.h");
-_Static_assert((int)NG_CU_STREAM_NON_BLOCKING == (int)CU_STREAM_NON_BLOCKING, "cuda.h");
-_Static_assert((int)NG_CU_STREAM_CAPTURE_MODE_RELAXED == (int)CU_STREAM_CAPTURE_MODE_RELAXED, "cuda.h");
-_Static_assert(sizeof(ng_devptr) == sizeof(CUdeviceptr), "cuda.h");
-#endif
-#endif
+#include "cuda_abi.h"
 
 typedef int ng_cudev;
 static struct {

@@ -6,20 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <nccl.h>
+#include "nccl_abi.h" /* NCCL's ABI in our own words: no nccl.h needed */
 
 #define NG_API __attribute__((visibility("default")))
-
-/* Functions that some NCCL headers lack: declared with NCCL's own prototypes. */
-#if NCCL_VERSION_CODE < 22902
-ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
-                          ncclComm_t* newcomm, ncclConfig_t* config);
-#endif
-/* ncclDevCommCreate lives in nccl_device/core.h, a C++ header; its argument types are opaque here. */
-struct ncclDevCommRequirements;
-struct ncclDevComm;
-ncclResult_t ncclDevCommCreate(ncclComm_t comm, struct ncclDevCommRequirements const* reqs,
-                               struct ncclDevComm* outDevComm);
 
 /* ---- configuration (config.c) ---------------------------------------------------------- */
 enum ng_level { NG_LOG_OFF = 0, NG_LOG_WARN = 1, NG_LOG_INFO = 2, NG_LOG_TRACE = 3 };
@@ -66,17 +55,10 @@ struct ng_tls {
 extern __thread struct ng_tls ng_tls;
 
 /* ---- real NCCL (real.c) -------------------------------------------------------------------- */
-#define NG_REAL_FUNCS(X)                                                                         \
-  X(ncclCommInitRank) X(ncclCommInitRankConfig) X(ncclCommInitAll) X(ncclCommInitRankScalable)  \
-  X(ncclCommSplit) X(ncclCommShrink) X(ncclCommGrow) X(ncclCommFinalize) X(ncclCommDestroy)     \
-  X(ncclCommAbort) X(ncclCommRevoke) X(ncclCommWindowRegister) X(ncclCommWindowDeregister)      \
-  X(ncclCommRegister) X(ncclCommDeregister) X(ncclDevCommCreate) X(ncclGroupStart)              \
-  X(ncclGroupEnd) X(ncclAllReduce) X(ncclCommGetAsyncError) X(ncclGetVersion)                   \
-  X(ncclGetLastError) X(ncclCommCuDevice) X(ncclCommUserRank) X(ncclCommCount)
-
+/* Every NCCL function ncclguard wraps or calls: the lists of nccl_abi.h. */
 enum ng_real_id {
-#define NG_ENUM(f) NG_ID_##f,
-  NG_REAL_FUNCS(NG_ENUM)
+#define NG_ENUM(ret, f, params) NG_ID_##f,
+  NG_NCCL_PROTOS(NG_ENUM) NG_NCCL_DEVPROTOS(NG_ENUM)
 #undef NG_ENUM
   NG_NREAL
 };

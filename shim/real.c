@@ -15,8 +15,8 @@
 #include "guard.h"
 
 static const char* const names[NG_NREAL] = {
-#define NG_NAME(f) #f,
-    NG_REAL_FUNCS(NG_NAME)
+#define NG_NAME(ret, f, params) #f,
+    NG_NCCL_PROTOS(NG_NAME) NG_NCCL_DEVPROTOS(NG_NAME)
 #undef NG_NAME
 };
 
