@@ -1,17 +1,30 @@
-/* Ready-wait and the agreement round. The agreement is one small all-reduce (max over int32
- * votes) per registration, on the communicator itself, on a private stream and buffer: no side
- * channel, so it works on any launcher and any number of nodes. Several registrations (the queue
- * of a group) are agreed in one NCCL group, so one thread driving several GPUs cannot deadlock.
- * Every wait is a poll bounded by NCCLGUARD_TIMEOUT: a peer that never arrives is reported,
- * instead of hanging forever the way NCCL's bootstrap exchange does (FACTS 3). */
+/* Ready-wait and the agreement round (the protocol is in docs/DESIGN.md, "The agreement").
+ *
+ * A round is one small all-reduce (max over int32) per communicator, on the communicator itself,
+ * on a private stream and buffer: no side channel, so it works on any launcher and any number of
+ * nodes. Its vector is a header followed by NG_NVOTE values per registration of the batch on that
+ * communicator, so a group of any size costs one all-reduce per communicator. The header carries
+ * the round number and the number of registrations as (x, -x) pairs: after the max-reduction every
+ * rank knows whether all ranks ran the same round with the same batch ("in step"). Several
+ * communicators (a group's queue) are reduced in one NCCL group, so one thread driving several
+ * GPUs cannot deadlock.
+ *
+ * Every wait is a poll bounded by one deadline (NCCLGUARD_TIMEOUT from the start of the round). A
+ * round that times out, runs out of step or sees its communicator aborted leaves the communicator
+ * "broken": ncclguard refuses every later registration on it (the error says to abort it), since
+ * its queued all-reduce would otherwise pair with a peer's next round. */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "guard.h"
 
-#define NG_AGREE_SLOTS 64 /* votes per communicator per round */
+/* header: round, -round, count, -count, then the host id as 4 x 16 bits, then their negations */
+#define NG_HDR 12
 
 static void nap(double* us) {
   struct timespec ts = {0, (long)(*us * 1000)};
@@ -19,24 +32,44 @@ static void nap(double* us) {
   if (*us < 2000) *us *= 2;
 }
 
-ncclResult_t ng_wait_ready(ncclComm_t comm, int dev) {
+/* This host, as NCCL names a node: host name and boot id, hashed (the same on every process of
+ * the host). */
+static uint64_t host_id;
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+static void host_init(void) {
+  char buf[512] = "";
+  gethostname(buf, 256);
+  buf[255] = 0;
+  size_t l = strlen(buf);
+  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t k = read(fd, buf + l, sizeof buf - l - 1);
+    if (k > 0) l += (size_t)k;
+    close(fd);
+  }
+  host_id = ng_fnv(NG_FNV_INIT, buf, l);
+}
+
+double ng_deadline(void) { return ng_now_us() + ng_cfg.timeout_s * 1e6; }
+
+ncclResult_t ng_wait_ready_until(ncclComm_t comm, int dev, double deadline) {
   double t0 = ng_now_us(), delay = 20;
   ncclResult_t st = ncclInProgress;
   int logged = 0;
   for (;;) {
+    if (!ng_reg_comm_usable(comm)) return ncclInvalidUsage; /* aborted meanwhile: no more NCCL calls */
     ncclResult_t r;
     NG_CALL(r, ncclCommGetAsyncError, comm, &st);
     if (r != ncclSuccess) return r;
     if (st != ncclInProgress) break;
     if (!logged && ng_now_us() - t0 > 1000) {
-      ng_log_msg(NG_LOG_INFO, dev, "ready-wait", "communicator %p still initialising: waiting before registering",
-                 (void*)comm);
+      ng_log_msg(NG_LOG_INFO, dev, "ready-wait", "communicator %p still busy (initialising or completing a "
+                 "nonblocking call): waiting", (void*)comm);
       logged = 1;
     }
-    if (ng_now_us() - t0 > ng_cfg.timeout_s * 1e6) {
-      ng_log_msg(NG_LOG_WARN, dev, "ready-wait",
-                 "communicator %p did not finish initialising within NCCLGUARD_TIMEOUT=%gs", (void*)comm,
-                 ng_cfg.timeout_s);
+    if (ng_now_us() > deadline) {
+      ng_log_msg(NG_LOG_WARN, dev, "ready-wait", "communicator %p did not become ready within NCCLGUARD_TIMEOUT=%gs",
+                 (void*)comm, ng_cfg.timeout_s);
       return ncclSystemError;
     }
     nap(&delay);
@@ -47,124 +80,367 @@ ncclResult_t ng_wait_ready(ncclComm_t comm, int dev) {
   return st;
 }
 
-/* The stream, scratch and host staging of a communicator, created on its device at first use. */
-static int resources(ncclComm_t comm, int dev, struct ng_agree_res* res) {
-  if (ng_reg_comm_agree_res(comm, res)) return 0;
-  /* A destroyed communicator's resources, if idle; busy ones (a timed-out round may still use
-   * them) go back to the pool, still owned there. */
-  struct ng_agree_res busy[8];
-  int nbusy = 0, found = 0;
-  while (!found && nbusy < 8 && dev >= 0 && ng_reg_pool_take(dev, res)) {
-    if (ng_cuda_stream_done(res->s) == 1) found = 1;
-    else busy[nbusy++] = *res;
-  }
-  for (int i = 0; i < nbusy; i++) ng_reg_pool_put(dev, &busy[i]);
-  if (found) {
-    ng_reg_comm_set_agree_res(comm, res);
-    return 0;
-  }
-  res->host = calloc(NG_AGREE_SLOTS * NG_NVOTE, sizeof(int32_t));
-  if (!res->host) return -1;
-  ng_ctx saved;
-  if (ng_cuda_push(dev, &saved)) return free(res->host), -1;
-  int bad = ng_cuda_stream_create(&res->s) || ng_cuda_alloc(&res->buf, NG_AGREE_SLOTS * NG_NVOTE * sizeof(int32_t));
-  ng_cuda_pop(saved);
-  if (bad) return free(res->host), -1;
-  res->cap = NG_AGREE_SLOTS;
-  ng_reg_comm_set_agree_res(comm, res);
-  return 0;
+ncclResult_t ng_wait_ready(ncclComm_t comm, int dev) { return ng_wait_ready_until(comm, dev, ng_deadline()); }
+
+/* ---- giving up: revoke, and the watchdog of calls that block in NCCL ------------------------- */
+/* NCCL 2.28.7+ can revoke a communicator: its kernels and host waits stop, its collectives then
+ * fail (ncclInvalidUsage) instead of pairing with a peer's next operation, and the memory stays
+ * valid until the application aborts or destroys it. Revoke is local: a peer finds out by timing
+ * out itself (bounded the same way). */
+static int can_revoke(void) { return ng_nccl_version() >= 22807 && ng_real(NG_ID_ncclCommRevoke); }
+
+static void revoke_comm(ncclComm_t comm, int dev, const char* why) {
+  if (!can_revoke() || !ng_reg_comm_usable(comm)) return;
+  ncclResult_t r;
+  NG_CALL(r, ncclCommRevoke, comm, 0);
+  ng_reg_comm_set_state(comm, NG_COMM_REVOKED);
+  ng_log_msg(NG_LOG_WARN, dev, "agree", "communicator %p revoked by ncclguard (%s): %s; its pending operations are "
+             "stopped and its collectives now fail. Abort it (ncclCommAbort) and create a new one", (void*)comm, why,
+             ng_result_name(r));
 }
 
-struct slot {
-  ng_stream s;
-  ng_devptr buf;
-  int32_t* host; /* NG_NVOTE values, owned by the communicator's resources */
+/* A call into NCCL that can block on the host for a peer (the first collective's connection setup,
+ * a registration's bootstrap exchange) has no timeout in NCCL: a watchdog thread revokes the
+ * communicator when the call outlives its deadline, which ends the wait (NCCL polls the abort flag
+ * there). Without ncclCommRevoke (NCCL < 2.28.7) such a call waits for its peer as NCCL alone does. */
+static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wd_cond = PTHREAD_COND_INITIALIZER;
+static struct watch* wd_list;
+static int wd_running;
+
+static void* wd_main(void* arg) {
+  (void)arg;
+  pthread_mutex_lock(&wd_lock);
+  for (;;) {
+    double now = ng_now_us(), next = -1;
+    struct watch* due = NULL;
+    for (struct watch* w = wd_list; w; w = w->next) {
+      if (w->fired) continue;
+      if (w->deadline <= now) { due = w; break; }
+      if (next < 0 || w->deadline < next) next = w->deadline;
+    }
+    if (due) {
+      due->fired = 1;
+      ncclComm_t c = due->comm;
+      int dev = due->dev;
+      pthread_mutex_unlock(&wd_lock); /* never held across a call into NCCL */
+      ng_reg_comm_set_broken(c, NG_R_TIMEOUT);
+      revoke_comm(c, dev, "a call into NCCL waited for a peer longer than NCCLGUARD_TIMEOUT");
+      pthread_mutex_lock(&wd_lock);
+      continue;
+    }
+    if (next < 0) {
+      pthread_cond_wait(&wd_cond, &wd_lock);
+    } else {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      double wait_us = next - now + 1000;
+      ts.tv_sec += (time_t)(wait_us / 1e6);
+      ts.tv_nsec += (long)((wait_us - (double)(long)(wait_us / 1e6) * 1e6) * 1000);
+      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      pthread_cond_timedwait(&wd_cond, &wd_lock, &ts);
+    }
+  }
+  return NULL;
+}
+
+void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline) {
+  *w = (struct watch){.comm = comm, .dev = dev, .deadline = deadline};
+  if (!can_revoke()) return;
+  pthread_mutex_lock(&wd_lock);
+  if (!wd_running) {
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, wd_main, NULL) == 0) wd_running = 1;
+    pthread_attr_destroy(&a);
+  }
+  w->next = wd_list;
+  wd_list = w;
+  pthread_cond_signal(&wd_cond);
+  pthread_mutex_unlock(&wd_lock);
+}
+
+/* 1 if the watchdog fired (the communicator was revoked while the call waited). */
+int ng_watch_disarm(struct watch* w) {
+  if (!can_revoke()) return 0;
+  pthread_mutex_lock(&wd_lock);
+  for (struct watch** p = &wd_list; *p; p = &(*p)->next)
+    if (*p == w) {
+      *p = w->next;
+      break;
+    }
+  int fired = w->fired;
+  pthread_mutex_unlock(&wd_lock);
+  return fired;
+}
+
+/* In a forked child the watchdog thread does not exist: start afresh. */
+void ng_watch_after_fork(void) {
+  pthread_mutex_init(&wd_lock, NULL);
+  pthread_cond_init(&wd_cond, NULL);
+  wd_list = NULL;
+  wd_running = 0;
+}
+
+/* This rank gives the communicator up: it is broken (ncclguard refuses further registrations on
+ * it) and, where NCCL can, revoked (its queued agreement all-reduce would pair with a peer's next
+ * round otherwise). */
+void ng_give_up(ncclComm_t comm, int dev, int reason) {
+  ng_reg_comm_set_broken(comm, reason);
+  revoke_comm(comm, dev, ng_reason_name(reason));
+}
+
+/* Resources of one communicator for one round: held (ng_reg_res_acquire) until released. */
+struct grp {
+  ncclComm_t comm;
+  int dev;
+  int count;   /* registrations of the batch on this communicator */
+  int held;    /* res acquired */
+  int queued;  /* work enqueued on res.s */
+  int status;  /* enum ng_agree_status */
+  int32_t round;
+  size_t len;  /* int32 elements: NG_HDR + count * NG_NVOTE */
+  struct ng_agree_res res;
 };
 
-/* Wait for every stream; 0 done, 1 timeout, <0 CUDA error. */
-static int wait_streams(struct slot* sl, int n, double t0) {
+/* Make res hold at least `len` elements on the communicator's device. Resources come from the
+ * communicator, else from the pool of destroyed communicators (idle ones only), else are made. */
+static int ensure(struct grp* g) {
+  if (g->res.cap >= g->len) return 0;
+  ng_ctx saved;
+  if (ng_cuda_push(g->dev, &saved)) return -1;
+  int bad = 0;
+  if (!g->res.s) {
+    struct ng_agree_res busy[8];
+    int nbusy = 0, found = 0;
+    while (!found && nbusy < 8 && g->dev >= 0 && ng_reg_pool_take(g->dev, &g->res)) {
+      if (ng_cuda_stream_done(g->res.s) == 1) found = 1;
+      else busy[nbusy++] = g->res; /* a timed-out round may still use it: stays in the pool */
+    }
+    for (int i = 0; i < nbusy; i++) ng_reg_pool_put(g->dev, &busy[i]);
+    if (!found) {
+      memset(&g->res, 0, sizeof g->res);
+      bad = ng_cuda_stream_create(&g->res.s) != 0;
+    }
+  }
+  if (!bad && g->res.cap < g->len) {
+    /* the old buffer is idle: its last round completed (a failed one leaves the comm broken) */
+    size_t cap = g->len < 256 ? 256 : g->len;
+    ng_devptr nb = 0;
+    int32_t* nh = calloc(cap, sizeof(int32_t));
+    if (!nh || ng_cuda_alloc(&nb, cap * sizeof(int32_t))) {
+      free(nh);
+      bad = 1;
+    } else {
+      if (g->res.buf) (void)ng_cuda_free(g->res.buf);
+      free(g->res.host);
+      g->res.buf = nb;
+      g->res.host = nh;
+      g->res.cap = cap;
+    }
+  }
+  ng_cuda_pop(saved);
+  return bad ? -1 : 0;
+}
+
+/* Wait for every queued stream until the deadline; groups still running are marked. 0 done, 1 some
+ * timed out or were aborted, <0 a CUDA error. */
+static int wait_streams(struct grp* g, int ng, double deadline) {
   double delay = 5;
   for (;;) {
     int pending = 0;
-    for (int i = 0; i < n; i++) {
-      int d = ng_cuda_stream_done(sl[i].s);
+    for (int j = 0; j < ng; j++) {
+      if (!g[j].queued || g[j].status != NG_AGREE_OK) continue;
+      int d = ng_cuda_stream_done(g[j].res.s);
       if (d < 0) return d;
-      pending += !d;
+      if (d == 0 && !ng_reg_comm_usable(g[j].comm)) g[j].status = NG_AGREE_ABORTED;
+      else pending += !d;
     }
-    if (!pending) return 0;
-    if (ng_now_us() - t0 > ng_cfg.timeout_s * 1e6) return 1;
+    if (!pending) {
+      for (int j = 0; j < ng; j++)
+        if (g[j].status != NG_AGREE_OK) return 1;
+      return 0;
+    }
+    if (ng_now_us() > deadline) {
+      for (int j = 0; j < ng; j++)
+        if (g[j].queued && g[j].status == NG_AGREE_OK && ng_cuda_stream_done(g[j].res.s) != 1)
+          g[j].status = NG_AGREE_TIMEOUT;
+      return 1;
+    }
     nap(&delay);
+  }
+}
+
+static const char* status_name(int s) {
+  static const char* n[] = {"ok", "timeout", "out of step", "communicator aborted", "failed"};
+  return (unsigned)s < sizeof n / sizeof n[0] ? n[s] : "?";
+}
+
+static int status_reason(int s) {
+  switch (s) {
+    case NG_AGREE_TIMEOUT: return NG_R_TIMEOUT;
+    case NG_AGREE_STEP: return NG_R_OUT_OF_STEP;
+    case NG_AGREE_ABORTED: return NG_R_COMM_DESTROYED;
+    default: return NG_R_NCCL_ERROR;
   }
 }
 
 ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
   if (n <= 0) return ncclSuccess;
+  for (int i = 0; i < n; i++) votes[i].status = NG_AGREE_FAILED;
   if (!ng_cuda_ok()) return ncclInvalidUsage;
-  struct slot sl[n];
-  double t0 = ng_now_us();
+  struct grp* g = calloc((size_t)n, sizeof *g);
+  int* gi = calloc((size_t)n, sizeof *gi);
+  if (!g || !gi) {
+    free(g), free(gi);
+    return ncclSystemError;
+  }
+  int ng = 0;
+  for (int i = 0; i < n; i++) {
+    int j = 0;
+    while (j < ng && g[j].comm != votes[i].comm) j++;
+    if (j == ng) g[ng++] = (struct grp){.comm = votes[i].comm, .dev = votes[i].dev, .status = NG_AGREE_OK};
+    gi[i] = j;
+    g[j].count++;
+  }
+  double t0 = ng_now_us(), deadline = t0 + ng_cfg.timeout_s * 1e6;
   /* Our stream is not captured; relaxed mode lets this thread allocate and enqueue while another
    * stream captures (in global mode even cuMemAlloc would fail and invalidate that capture). */
   int mode, relaxed = ng_cuda_relaxed_capture(&mode) == 0;
-  for (int i = 0; i < n; i++) {
-    int used = 0; /* earlier votes on the same communicator in this round */
-    for (int j = 0; j < i; j++) used += votes[j].comm == votes[i].comm;
-    struct ng_agree_res res;
-    if (used >= NG_AGREE_SLOTS || resources(votes[i].comm, votes[i].dev, &res)) {
-      ng_log_msg(NG_LOG_WARN, votes[i].dev, "agree", "cannot set up the agreement buffer for communicator %p",
-                 (void*)votes[i].comm);
-      if (relaxed) ng_cuda_restore_capture(mode);
-      return ncclUnhandledCudaError;
-    }
-    sl[i].s = res.s;
-    sl[i].buf = res.buf + (ng_devptr)used * NG_NVOTE * sizeof(int32_t);
-    sl[i].host = res.host + (size_t)used * NG_NVOTE;
-  }
-  /* The copies use the communicator's own host staging, never the caller's stack: a round that
-   * fails or times out may leave work queued on our stream that touches it after we return. */
-  for (int i = 0; i < n; i++) memcpy(sl[i].host, votes[i].v, sizeof votes[i].v);
   ncclResult_t res = ncclSuccess;
-  for (int i = 0; i < n && res == ncclSuccess; i++) {
+  /* 1. resources, round numbers, the vectors copied to the device */
+  for (int j = 0; j < ng && res == ncclSuccess; j++) {
+    struct grp* q = &g[j];
+    if (!ng_reg_comm_usable(q->comm)) {
+      q->status = NG_AGREE_ABORTED;
+      res = ncclInvalidUsage;
+      break;
+    }
+    int a = ng_reg_res_acquire(q->comm, &q->res);
+    q->held = a >= 0;
+    q->len = NG_HDR + (size_t)q->count * NG_NVOTE;
+    if (a < 0 || ensure(q)) {
+      ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: cannot set up the agreement buffer for communicator %p%s", what,
+                 (void*)q->comm, a < 0 ? " (another thread runs a round on it)" : "");
+      res = ncclUnhandledCudaError;
+      break;
+    }
+    q->round = ng_reg_comm_next(q->comm, NG_NEXT_ROUND);
+    int32_t* h = q->res.host;
+    h[0] = q->round, h[1] = -q->round, h[2] = q->count, h[3] = -q->count;
+    pthread_once(&host_once, host_init);
+    for (int k = 0; k < 4; k++) {
+      h[4 + k] = (int32_t)((host_id >> (16 * k)) & 0xffff);
+      h[8 + k] = -h[4 + k];
+    }
+    for (int i = 0, k = 0; i < n; i++)
+      if (gi[i] == j) memcpy(h + NG_HDR + (size_t)(k++) * NG_NVOTE, votes[i].v, sizeof votes[i].v);
     ng_ctx saved;
-    if (ng_cuda_push(votes[i].dev, &saved) || ng_cuda_h2d(sl[i].buf, sl[i].host, sizeof votes[i].v, sl[i].s))
+    if (ng_cuda_push(q->dev, &saved) || ng_cuda_h2d(q->res.buf, h, q->len * sizeof(int32_t), q->res.s))
       res = ncclUnhandledCudaError;
     ng_cuda_pop(saved);
+    q->queued = 1;
   }
+  /* 2. the all-reduces, one NCCL group. On a blocking communicator the group end of its first
+   * collective sets up connections and waits on the host for the peers (no timeout in NCCL): the
+   * watchdog bounds it. Once it returns the peers were there: the kernels get a full timeout. */
   if (res == ncclSuccess) {
     ncclResult_t r, e;
+    struct watch* wds = calloc((size_t)ng, sizeof *wds);
     NG_CALL(r, ncclGroupStart);
-    for (int i = 0; i < n && r == ncclSuccess; i++)
-      NG_CALL(r, ncclAllReduce, (const void*)(uintptr_t)sl[i].buf, (void*)(uintptr_t)sl[i].buf, NG_NVOTE,
-              NG_NCCL_INT32, NG_NCCL_MAX, votes[i].comm, (cudaStream_t)sl[i].s);
+    for (int j = 0; j < ng && r == ncclSuccess; j++)
+      NG_CALL(r, ncclAllReduce, (const void*)(uintptr_t)g[j].res.buf, (void*)(uintptr_t)g[j].res.buf, g[j].len,
+              NG_NCCL_INT32, NG_NCCL_MAX, g[j].comm, (cudaStream_t)g[j].res.s);
+    for (int j = 0; wds && j < ng; j++) ng_watch_arm(&wds[j], g[j].comm, g[j].dev, deadline);
     NG_CALL(e, ncclGroupEnd);
+    int fired = 0;
+    for (int j = 0; wds && j < ng; j++)
+      if (ng_watch_disarm(&wds[j])) g[j].status = NG_AGREE_TIMEOUT, fired = 1;
+    free(wds);
     res = r != ncclSuccess ? r : e;
+    if (fired) res = ncclSystemError;
+    else if (ng_now_us() > deadline - ng_cfg.timeout_s * 1e6 / 2) deadline = ng_now_us() + ng_cfg.timeout_s * 1e6;
     if (res == ncclInProgress || res == ncclSuccess) /* nonblocking communicators: wait for the enqueue */
-      for (int i = 0; i < n && (res == ncclInProgress || res == ncclSuccess); i++)
-        res = ng_wait_ready(votes[i].comm, votes[i].dev);
+      for (int j = 0; j < ng && (res == ncclInProgress || res == ncclSuccess); j++)
+        res = ng_wait_ready_until(g[j].comm, g[j].dev, deadline);
+    if (res == ncclSystemError)
+      for (int j = 0; j < ng; j++) g[j].status = NG_AGREE_TIMEOUT;
   }
-  int w = res == ncclSuccess ? wait_streams(sl, n, t0) : 0;
+  /* 3. completion, then the reduced vectors back to the host */
+  int w = res == ncclSuccess ? wait_streams(g, ng, deadline) : 0;
   if (res == ncclSuccess && w == 0) {
-    for (int i = 0; i < n && res == ncclSuccess; i++) {
+    for (int j = 0; j < ng && res == ncclSuccess; j++) {
       ng_ctx saved;
-      if (ng_cuda_push(votes[i].dev, &saved) || ng_cuda_d2h(sl[i].host, sl[i].buf, sizeof votes[i].v, sl[i].s))
+      if (ng_cuda_push(g[j].dev, &saved) || ng_cuda_d2h(g[j].res.host, g[j].res.buf, g[j].len * sizeof(int32_t),
+                                                         g[j].res.s))
         res = ncclUnhandledCudaError;
       ng_cuda_pop(saved);
     }
-    if (res == ncclSuccess) w = wait_streams(sl, n, t0);
-    if (res == ncclSuccess && w == 0)
-      for (int i = 0; i < n; i++) memcpy(votes[i].v, sl[i].host, sizeof votes[i].v);
+    if (res == ncclSuccess) w = wait_streams(g, ng, deadline);
   }
   if (relaxed) ng_cuda_restore_capture(mode);
-  if (w == 1) {
-    ng_log_msg(NG_LOG_WARN, votes[0].dev, "agree",
-               "%s: the agreement all-reduce did not complete within NCCLGUARD_TIMEOUT=%gs: %s", what,
-               ng_cfg.timeout_s, ng_reason_advice(NG_R_TIMEOUT));
-    return ncclSystemError;
-  }
   if (w < 0) res = ncclUnhandledCudaError;
-  if (res != ncclSuccess)
-    ng_log_msg(NG_LOG_WARN, votes[0].dev, "agree", "%s: the agreement all-reduce failed: %s %s", what,
-               ng_result_name(res), ng_last_error(votes[0].comm));
+  /* 4. in step? then the votes back to the caller */
+  if (res == ncclSuccess && w == 0) {
+    for (int j = 0; j < ng; j++) {
+      const int32_t* h = g[j].res.host;
+      if (h[0] != g[j].round || -h[1] != g[j].round || h[2] != g[j].count || -h[3] != g[j].count) {
+        g[j].status = NG_AGREE_STEP;
+        ng_log_msg(NG_LOG_WARN, g[j].dev, "agree",
+                   "%s: ranks out of step on communicator %p: this rank ran round %d with %d registration(s), "
+                   "the ranks ran rounds %d..%d with %d..%d", what, (void*)g[j].comm, (int)g[j].round, g[j].count,
+                   (int)-h[1], (int)h[0], (int)-h[3], (int)h[2]);
+      }
+    }
+    for (int j = 0; j < ng; j++) g[j].count = 0; /* reused as the position within the group */
+    for (int i = 0; i < n; i++) {
+      struct grp* q = &g[gi[i]];
+      int idx = q->count++;
+      votes[i].status = q->status;
+      votes[i].one_host = 1;
+      for (int k = 0; k < 4; k++) votes[i].one_host &= q->res.host[4 + k] == -q->res.host[8 + k];
+      if (q->status == NG_AGREE_OK) memcpy(votes[i].v, q->res.host + NG_HDR + (size_t)idx * NG_NVOTE, sizeof votes[i].v);
+    }
+  } else {
+    for (int i = 0; i < n; i++) {
+      int s = g[gi[i]].status;
+      votes[i].status = s == NG_AGREE_OK ? NG_AGREE_FAILED : s;
+    }
+  }
+  /* 5. a failed round leaves its communicator broken; resources go back (busy ones stay owned) */
+  ncclResult_t ret = ncclSuccess;
+  for (int j = 0; j < ng; j++) {
+    struct grp* q = &g[j];
+    int st = q->status;
+    if (st == NG_AGREE_OK && !(res == ncclSuccess && w == 0)) st = NG_AGREE_FAILED;
+    if (st != NG_AGREE_OK) {
+      /* our all-reduce may still wait on the GPU for a peer: stop it where NCCL can */
+      if (st == NG_AGREE_ABORTED) ng_reg_comm_set_broken(q->comm, status_reason(st));
+      else ng_give_up(q->comm, q->dev, status_reason(st));
+      if (st == NG_AGREE_TIMEOUT)
+        ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: the agreement all-reduce on communicator %p did not complete "
+                   "within NCCLGUARD_TIMEOUT=%gs: %s", what, (void*)q->comm, ng_cfg.timeout_s,
+                   ng_reason_advice(NG_R_TIMEOUT));
+      else if (st == NG_AGREE_FAILED)
+        ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: the agreement all-reduce on communicator %p failed: %s %s",
+                   what, (void*)q->comm, ng_result_name(res),
+                   ng_reg_comm_usable(q->comm) ? ng_last_error(q->comm) : "");
+      else if (st == NG_AGREE_ABORTED)
+        ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: communicator %p was aborted or destroyed during the round",
+                   what, (void*)q->comm);
+      if (ret == ncclSuccess)
+        ret = st == NG_AGREE_TIMEOUT ? ncclSystemError : st == NG_AGREE_ABORTED ? ncclInvalidUsage
+              : st == NG_AGREE_STEP  ? ncclInvalidUsage : (res != ncclSuccess ? res : ncclUnhandledCudaError);
+    }
+    if (q->held) ng_reg_res_release(q->comm, &q->res);
+  }
+  if (ret == ncclSuccess) ng_stat_add(NG_ST_AGREE, n);
   else
-    ng_stat_add(NG_ST_AGREE, n);
-  return res;
+    ng_log_msg(NG_LOG_INFO, g[0].dev, "agree", "%s round: %s after %.0f us", what, status_name(votes[0].status),
+               ng_now_us() - t0);
+  free(g);
+  free(gi);
+  return ret;
 }

@@ -159,6 +159,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void child_after_fork(void) {
   ng_log_after_fork();
   ng_cuda_after_fork();
+  ng_watch_after_fork();
   ng_reg_reset_after_fork();
   ng_stats_reset();
 }

@@ -12,6 +12,7 @@
 #include "cuda_abi.h"
 
 typedef int ng_cudev;
+
 static struct {
   ng_cures (*cuInit)(unsigned);
   ng_cures (*cuCtxGetCurrent)(ng_ctx*);
@@ -24,12 +25,15 @@ static struct {
   ng_cures (*cuMemRetainAllocationHandle)(unsigned long long*, void*);
   ng_cures (*cuMemRelease)(unsigned long long);
   ng_cures (*cuMemAlloc)(ng_devptr*, size_t);
+  ng_cures (*cuMemFree)(ng_devptr);
   ng_cures (*cuMemcpyHtoDAsync)(ng_devptr, const void*, size_t, ng_stream);
   ng_cures (*cuMemcpyDtoHAsync)(void*, ng_devptr, size_t, ng_stream);
   ng_cures (*cuStreamCreate)(ng_stream*, unsigned);
   ng_cures (*cuStreamQuery)(ng_stream);
   ng_cures (*cuStreamIsCapturing)(ng_stream, int*);
   ng_cures (*cuThreadExchangeStreamCaptureMode)(int*);
+  ng_cures (*cuDriverGetVersion)(int*);
+  ng_cures (*cuDeviceGetAttribute)(int*, int, ng_cudev);
 } cu;
 static int cu_state; /* 0 untried, 1 ok, -1 unavailable */
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
@@ -51,15 +55,27 @@ static void fork_lock_init(void) {
 static void enter(void) { pthread_rwlock_rdlock(&fork_lock); }
 static void leave(void) { pthread_rwlock_unlock(&fork_lock); }
 
+static const char* const lost =
+    "no buffer preflight and no cross-rank agreement in this process (registrations go to NCCL unchecked; a "
+    "rank whose buffer NCCL rejects can leave its peers hanging, as without ncclguard)";
+
 static void cu_load(void) {
   fork_lock_init();
   pthread_atfork(fork_prepare, fork_parent, NULL); /* the child re-initialises in ng_cuda_after_fork */
+  /* A wrong NCCLGUARD_CUDA_LIB must not switch protection off silently: warn and use the driver
+   * NCCL itself uses. Without any driver NCCL cannot run on a GPU either; still a WARN, naming
+   * what is lost. */
   const char* lib = ng_cfg.cuda_lib[0] ? ng_cfg.cuda_lib : "libcuda.so.1";
   void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (!h && ng_cfg.cuda_lib[0]) {
+    ng_log_msg(NG_LOG_WARN, -1, "cuda", "NCCLGUARD_CUDA_LIB=%s cannot be loaded (%s); using libcuda.so.1 instead",
+               lib, dlerror());
+    lib = "libcuda.so.1";
+    h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  }
   if (!h) {
     cu_state = -1;
-    ng_log_msg(NG_LOG_INFO, -1, "cuda", "CUDA driver %s not available (%s): no buffer preflight, no agreement", lib,
-               dlerror());
+    ng_log_msg(NG_LOG_WARN, -1, "cuda", "CUDA driver %s cannot be loaded (%s): %s", lib, dlerror(), lost);
     return;
   }
   struct { void** slot; const char* name; } want[] = {
@@ -74,26 +90,28 @@ static void cu_load(void) {
       {(void**)&cu.cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle"},
       {(void**)&cu.cuMemRelease, "cuMemRelease"},
       {(void**)&cu.cuMemAlloc, "cuMemAlloc_v2"},
+      {(void**)&cu.cuMemFree, "cuMemFree_v2"},
       {(void**)&cu.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"},
       {(void**)&cu.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
       {(void**)&cu.cuStreamCreate, "cuStreamCreate"},
       {(void**)&cu.cuStreamQuery, "cuStreamQuery"},
       {(void**)&cu.cuStreamIsCapturing, "cuStreamIsCapturing"},
       {(void**)&cu.cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode"},
+      {(void**)&cu.cuDriverGetVersion, "cuDriverGetVersion"},
+      {(void**)&cu.cuDeviceGetAttribute, "cuDeviceGetAttribute"},
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     *want[i].slot = dlsym(h, want[i].name);
     if (!*want[i].slot) {
       cu_state = -1;
-      ng_log_msg(NG_LOG_WARN, -1, "cuda", "CUDA driver %s lacks %s: no buffer preflight, no agreement", lib,
-                 want[i].name);
+      ng_log_msg(NG_LOG_WARN, -1, "cuda", "CUDA driver %s lacks %s: %s", lib, want[i].name, lost);
       return;
     }
   }
   enter();
   cu_state = cu.cuInit(0) == NG_CUDA_SUCCESS ? 1 : -1;
   leave();
-  if (cu_state < 0) ng_log_msg(NG_LOG_INFO, -1, "cuda", "cuInit failed: no buffer preflight, no agreement");
+  if (cu_state < 0) ng_log_msg(NG_LOG_WARN, -1, "cuda", "cuInit failed in %s: %s", lib, lost);
 }
 
 int ng_cuda_ok(void) {
@@ -153,6 +171,7 @@ static __thread ng_cures guarded_ret;
 
 int ng_cuda_stream_create(ng_stream* s) { return GUARDED(cu.cuStreamCreate(s, NG_CU_STREAM_NON_BLOCKING)); }
 int ng_cuda_alloc(ng_devptr* p, size_t bytes) { return GUARDED(cu.cuMemAlloc(p, bytes)); }
+int ng_cuda_free(ng_devptr p) { return GUARDED(cu.cuMemFree(p)); }
 int ng_cuda_h2d(ng_devptr dst, const void* src, size_t n, ng_stream s) {
   return GUARDED(cu.cuMemcpyHtoDAsync(dst, src, n, s));
 }
@@ -212,4 +231,19 @@ int ng_cuda_relaxed_capture(int* saved_mode) {
 
 void ng_cuda_restore_capture(int saved_mode) {
   if (cu_state > 0) (void)GUARDED(cu.cuThreadExchangeStreamCaptureMode(&saved_mode));
+}
+
+int ng_cuda_driver_version(void) {
+  int v = -1;
+  if (!ng_cuda_ok() || GUARDED(cu.cuDriverGetVersion(&v))) return -1;
+  return v;
+}
+
+int ng_cuda_vmm_supported(int dev) {
+  ng_cudev d;
+  int v = -1;
+  if (!ng_cuda_ok() || dev < 0 || GUARDED(cu.cuDeviceGet(&d, dev)) ||
+      GUARDED(cu.cuDeviceGetAttribute(&v, NG_CU_DEVICE_ATTRIBUTE_VMM_SUPPORTED, d)))
+    return -1;
+  return v != 0;
 }

@@ -137,6 +137,7 @@ void ng_cuda_after_fork(void);
 /* Device scratch and a private non-blocking stream on the current context. */
 int ng_cuda_stream_create(ng_stream* s);
 int ng_cuda_alloc(ng_devptr* p, size_t bytes);
+int ng_cuda_free(ng_devptr p);
 int ng_cuda_h2d(ng_devptr dst, const void* src, size_t n, ng_stream s);
 int ng_cuda_d2h(void* dst, ng_devptr src, size_t n, ng_stream s);
 /* 1 done, 0 still running, <0 error */
@@ -148,6 +149,19 @@ int ng_cuda_is_vmm(const void* p);
 int ng_cuda_capturing(void); /* 1 if a capture makes registration unsafe on this thread */
 int ng_cuda_relaxed_capture(int* saved_mode); /* switch this thread to relaxed capture mode */
 void ng_cuda_restore_capture(int saved_mode);
+
+int ng_cuda_driver_version(void);   /* cuDriverGetVersion, or -1 */
+int ng_cuda_vmm_supported(int dev); /* 1/0, or -1 if it cannot be read */
+
+/* ---- what the loaded NCCL does with a registration (rules.c) ------------------------------- */
+enum { NG_SYM_UNKNOWN = 0, NG_SYM_YES = 1, NG_SYM_NO = 2 };
+struct ng_rules {
+  int version;
+  int sym;      /* does this communicator take NCCL's symmetric path (NG_SYM_*) */
+  int one_node; /* NG_SYM_YES holds only if every rank is on one host (2.27, 2.28.3) */
+  char why[128];
+};
+void ng_rules_for(ncclComm_t comm, int dev, int nranks, struct ng_rules* r);
 
 /* ---- registry (registry.c) ---------------------------------------------------------------- */
 enum ng_comm_state { NG_COMM_INITIALIZING, NG_COMM_READY, NG_COMM_FINALIZED, NG_COMM_DESTROYED,
@@ -164,9 +178,11 @@ struct ng_commview {
   int blocking;
   int state;
   int warmed;
-  int has_devcomm;
-  int ndegraded;
+  int has_devcomm; /* live device communicators (ncclDevCommCreate minus ncclDevCommDestroy) */
+  int ndegraded;   /* live NULL windows (degraded, or NCCL's own) */
   int nwindows;
+  int broken;      /* an ng_reason: an agreement failed, the ranks are no longer in step */
+  int aborting;    /* ncclCommAbort/Destroy in progress: ncclguard makes no more NCCL calls on it */
 };
 /* A destroyed or aborted communicator (a tombstone): NCCL must not see it again. */
 static inline int ng_comm_gone(const struct ng_commview* v) {
@@ -180,18 +196,27 @@ void ng_reg_comm_set_state(ncclComm_t comm, int state);
 void ng_reg_comm_set_info(ncclComm_t comm, int rank, int nranks, int dev);
 /* n-th split / shrink / grow / window registration of a communicator (0-based), then increments. */
 int ng_reg_comm_next(ncclComm_t comm, int which);
-enum { NG_NEXT_SPLIT, NG_NEXT_SHRINK, NG_NEXT_GROW, NG_NEXT_WINSEQ, NG_NNEXT };
-void ng_reg_comm_mark(ncclComm_t comm, int warmed, int has_devcomm, int add_degraded);
+enum { NG_NEXT_SPLIT, NG_NEXT_SHRINK, NG_NEXT_GROW, NG_NEXT_WINSEQ, NG_NEXT_ROUND, NG_NNEXT };
+/* warmed: set the flag; the deltas add to has_devcomm and ndegraded (never below 0). */
+void ng_reg_comm_mark(ncclComm_t comm, int warmed, int devcomm_delta, int degraded_delta);
+/* The first reason an agreement on this communicator failed; later registrations are refused. */
+void ng_reg_comm_set_broken(ncclComm_t comm, int reason);
+void ng_reg_comm_set_aborting(ncclComm_t comm, int on);
+/* 1 unless the communicator is being aborted/destroyed or is gone: ncclguard may call NCCL on it. */
+int ng_reg_comm_usable(ncclComm_t comm);
 /* Agreement resources of a communicator, created by agree.c: a private stream, device scratch and
  * the host side of its copies (never on a caller's stack: a timed-out round may still use them). */
 struct ng_agree_res {
   ng_stream s;
   ng_devptr buf;
   int32_t* host;
-  size_t cap; /* rounds' slots; 0: none */
+  size_t cap; /* int32 elements of buf and host; 0: none */
 };
-int ng_reg_comm_agree_res(ncclComm_t comm, struct ng_agree_res* res);
-void ng_reg_comm_set_agree_res(ncclComm_t comm, const struct ng_agree_res* res);
+/* Take the communicator's resources for one round: 1 with *res filled, 0 when it has none yet
+ * (*res zeroed: the caller creates them), -1 when another round holds them or the comm is unknown.
+ * Release stores them back, or hands them to the pool when the communicator is gone meanwhile. */
+int ng_reg_res_acquire(ncclComm_t comm, struct ng_agree_res* res);
+void ng_reg_res_release(ncclComm_t comm, const struct ng_agree_res* res);
 /* Destroyed/aborted: the entry becomes a tombstone and its windows are forgotten. */
 void ng_reg_comm_tombstone(ncclComm_t comm, int state);
 /* Agreement resources left by a destroyed communicator on `dev`, for reuse; 1 if one was taken. */
@@ -215,29 +240,65 @@ enum ng_reason {
   NG_R_OK = 0, NG_R_NULL_COMM, NG_R_NULL_WIN, NG_R_NULL_BUFF, NG_R_ZERO_SIZE, NG_R_COMM_DESTROYED,
   NG_R_NOT_READY, NG_R_NOT_DEVICE, NG_R_WRONG_DEVICE, NG_R_NOT_VMM, NG_R_MISALIGNED,
   NG_R_OUT_OF_RANGE, NG_R_CAPTURING, NG_R_HAS_DEVCOMM, NG_R_DEGRADED_WINDOWS, NG_R_NCCL_ERROR,
-  NG_R_NULL_WINDOW, NG_R_TIMEOUT, NG_R_NO_SYMBOL, NG_NREASONS
+  NG_R_NULL_WINDOW, NG_R_TIMEOUT, NG_R_NO_SYMBOL, NG_R_OUT_OF_STEP, NG_R_COMM_BROKEN, NG_NREASONS
 };
 const char* ng_reason_name(int r);
 /* What to tell the user about a reason, one sentence with the fix. */
 const char* ng_reason_advice(int r);
-/* Local checks of buff[0..size) for a window on CUDA device `dev`. */
-int ng_preflight(const void* buff, size_t size, int dev);
+/* The local checks NCCL `version`'s symmetric path makes of buff[0..size): *facts gets one bit per
+ * reason it would refuse the buffer for; returns the lowest such reason, or NG_R_OK. */
+int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* facts);
+/* 1 if a graph capture makes NCCL `version`'s registration fail on this thread (before 2.30.7). */
+int ng_capture_hazard(int version);
 
 /* ---- agreement (agree.c) ------------------------------------------------------------------- */
-/* Wait until a nonblocking communicator is ready. ncclSuccess, its error, or ncclSystemError on timeout. */
+/* Deadline (monotonic us) NCCLGUARD_TIMEOUT from now. */
+double ng_deadline(void);
+/* Wait until a communicator is ready (nonblocking init or call done). ncclSuccess, its error,
+ * ncclSystemError past the deadline, ncclInvalidUsage if it is being aborted meanwhile. */
+ncclResult_t ng_wait_ready_until(ncclComm_t comm, int dev, double deadline);
 ncclResult_t ng_wait_ready(ncclComm_t comm, int dev);
-/* One all-reduce (max) per entry over comms[i] of votes[i][0..NG_NVOTE), in one NCCL group; the
- * reduced votes come back in place. Returns ncclSuccess or the error (timeout: ncclSystemError). */
-#define NG_NVOTE 24
+/* One agreement round: every entry's votes are max-reduced across the ranks of its communicator
+ * (entries on one communicator travel as one all-reduce, all communicators in one NCCL group) and
+ * come back in place. Returns ncclSuccess when every communicator's round completed in step;
+ * otherwise the entries' status says why and each failed communicator is left broken. */
+#define NG_NVOTE 32
+enum ng_agree_status { NG_AGREE_OK, NG_AGREE_TIMEOUT, NG_AGREE_STEP, NG_AGREE_ABORTED, NG_AGREE_FAILED };
 struct ng_vote {
   ncclComm_t comm;
   int dev;
+  int status;   /* out: enum ng_agree_status */
+  int one_host; /* out: every rank of the communicator runs on this rank's host */
   int32_t v[NG_NVOTE];
 };
 ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what);
-/* vote layout */
-#define NG_VOTE_FIRST_BAD (NG_NREASONS) /* nranks - lowest rank with a problem */
-#define NG_VOTE_FAILED (NG_NREASONS + 1) /* outcome round: some rank failed to register */
+/* Give a communicator up: broken for ncclguard, and revoked where the loaded NCCL can. */
+void ng_give_up(ncclComm_t comm, int dev, int reason);
+/* The watchdog of a call into NCCL that can wait on the host for a peer: past the deadline the
+ * communicator is revoked (NCCL 2.28.7+). disarm returns 1 if that happened. */
+struct watch {
+  ncclComm_t comm;
+  int dev;
+  double deadline;
+  int fired;
+  struct watch* next;
+};
+void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline);
+int ng_watch_disarm(struct watch* w);
+void ng_watch_after_fork(void);
+/* vote layout: [0, NG_NREASONS) one flag per reason NCCL refuses the buffer for on any path */
+enum {
+  NG_VOTE_FIRST_BAD = NG_NREASONS, /* nranks - lowest rank with such a reason */
+  NG_VOTE_FAILED,                  /* outcome round: NCCL failed on some rank */
+  NG_VOTE_SYM_YES,                 /* some rank's rules: NCCL takes the symmetric path */
+  NG_VOTE_SYM_NO,                  /* ... it does not */
+  NG_VOTE_SYM_UNKNOWN,             /* ... cannot tell */
+  NG_VOTE_ONE_NODE,                /* some rank's rules: symmetric only if all ranks are on one host */
+  NG_VOTE_FACTS,                   /* bit mask of reasons NCCL refuses on its symmetric path only */
+  NG_VOTE_FACTS_FIRST_BAD,         /* nranks - lowest rank with such a fact */
+  NG_VOTE_END
+};
+_Static_assert(NG_VOTE_END <= NG_NVOTE, "vote layout");
 
 /* ---- policy (policy.c) ---------------------------------------------------------------------- */
 struct ng_regreq {
@@ -248,10 +309,14 @@ struct ng_regreq {
   int flags;
   /* filled by the policy */
   struct ng_commview cv;
+  struct ng_rules rules;
   int seq;
-  int local_reason;
+  int arg_reason;   /* NULL win or buffer, size 0: found at the call */
+  int local_reason; /* this rank's reason (arguments, or a fact that counts) */
+  unsigned facts;   /* preflight: reasons NCCL's symmetric path refuses this buffer for */
   int agreed_reason;
   int first_bad_rank;
+  int relaxed;      /* register with this thread in relaxed capture mode */
   int decision;
   ncclResult_t result;
   double t0;
@@ -261,9 +326,9 @@ enum ng_decision { NG_D_PASS, NG_D_INTERNAL, NG_D_REGISTER, NG_D_RETRY, NG_D_DEG
 const char* ng_decision_name(int d);
 /* Handle n window registrations (n == 1 outside a group; the queue of a group at its end). */
 ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n);
-/* Argument checks shared by the immediate and deferred paths: NG_R_OK or the reason. */
-int ng_check_reg_args(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
-                      struct ng_commview* cv);
+/* Checks at the call: a reason that must be answered at once without NCCL (NULL, destroyed or
+ * broken communicator), else NG_R_OK; problems of the other arguments go to r->arg_reason. */
+int ng_check_reg_args(struct ng_regreq* r);
 /* Log one registration request with its outcome. */
 void ng_log_reg(const struct ng_regreq* r, int level, const char* msg);
 

@@ -53,6 +53,7 @@ typedef struct CUstream_st* cudaStream_t;
 /* Device-API types (nccl_device/core.h, a C++ header): opaque, only passed through. */
 struct ncclDevCommRequirements;
 struct ncclDevComm;
+struct ng_nccl_props; /* the prefix of ncclCommProperties_t ncclguard reads (rules.c) */
 
 /* X(return, name, (parameters)): every NCCL function ncclguard wraps or calls. */
 #define NG_NCCL_PROTOS(X)                                                                                 \
@@ -94,7 +95,8 @@ struct ncclDevComm;
 #define NG_NCCL_DEVPROTOS(X)                                                                            \
   X(ncclResult_t, ncclDevCommCreate, (ncclComm_t comm, struct ncclDevCommRequirements const* reqs,     \
                                       struct ncclDevComm* outDevComm))                                 \
-  X(ncclResult_t, ncclDevCommDestroy, (ncclComm_t comm, struct ncclDevComm const* devComm))
+  X(ncclResult_t, ncclDevCommDestroy, (ncclComm_t comm, struct ncclDevComm const* devComm))              \
+  X(ncclResult_t, ncclCommQueryProperties, (ncclComm_t comm, struct ng_nccl_props * props))
 
 #define NG_DECLARE_PROTO(ret, name, params) ret name params;
 NG_NCCL_PROTOS(NG_DECLARE_PROTO)

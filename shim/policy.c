@@ -1,18 +1,26 @@
-/* The registration policy: where ncclguard decides to register, retry, degrade or fail.
- *
- * For a batch of window registrations (one call outside a group, or a group's queue at its end):
- *   1. ready-wait: a nonblocking communicator still initialising is waited for (FACTS 3);
- *   2. warm-up: the first registration on a communicator is preceded by one tiny collective;
- *      with the agreement on (default), the first agreement round is that collective;
- *   3. preflight: local checks of each buffer (preflight.c);
- *   4. agreement: the ranks combine their reasons (agree.c); all register or none does;
- *   5. the real registration with the caller's own `win` pointer (NCCL 2.28+ writes it at group
- *      end, FACTS 4); retried only where a retry can succeed (not ready / in progress);
- *   6. outcome round: if NCCL failed on some rank after all, the others deregister and every
- *      rank takes the same fallback;
- *   7. fallback: degrade (success with *win = NULL, the buffer is used unregistered) or error,
- *      never degrade on a communicator that device code reads windows from. */
+/* The registration policy: where ncclguard decides to register, retry, degrade or fail. A batch
+ * of window registrations (one call outside a group, or a group's queue at its end) goes through
+ * named phases, each a function below; one function, decide(), sets a decision from the agreed
+ * votes, the same on every rank:
+ *   1. prepare:   the communicator must exist, be alive and in step (not broken); a nonblocking
+ *                 one still initialising is waited for (bounded); sequence numbers;
+ *   2. warm-up:   a tiny collective before the first registration on a communicator (with the
+ *                 agreement on, the first vote round is that collective);
+ *   3. preflight: what the loaded NCCL will do (rules.c: symmetric path or not) and the checks its
+ *                 symmetric path makes of this buffer (preflight.c);
+ *   4. vote:      the ranks combine their facts (agree.c); decide(): NCCL would refuse the buffer on
+ *                 some rank -> every rank falls back; otherwise all register. A "go" round follows,
+ *                 so that a rank that arrives after its peers gave up the vote does not enter
+ *                 NCCL's registration alone (docs/DESIGN.md, "The agreement");
+ *   5. register:  the real registrations with the caller's own `win` pointers (NCCL 2.28+ writes
+ *                 them at group end), retried only where a retry can succeed;
+ *   6. outcome:   if NCCL failed on some rank after all, the others deregister and every rank takes
+ *                 the same fallback;
+ *   7. fallback:  degrade (success with *win = NULL, the buffer is used unregistered) or error;
+ *                 never degrade on a communicator that device code reads windows from.
+ * Where ncclguard cannot tell what NCCL would do, it does not degrade: the buffer goes to NCCL. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "guard.h"
@@ -22,13 +30,12 @@ const char* ng_decision_name(int d) {
   return (unsigned)d < sizeof n / sizeof n[0] ? n[d] : "unknown";
 }
 
-int ng_check_reg_args(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, struct ng_commview* cv) {
-  ng_reg_comm_get(comm, cv);
-  if (!comm) return NG_R_NULL_COMM;
-  if (ng_comm_gone(cv)) return NG_R_COMM_DESTROYED;
-  if (!win) return NG_R_NULL_WIN;
-  if (!buff) return NG_R_NULL_BUFF;
-  if (!size) return NG_R_ZERO_SIZE;
+int ng_check_reg_args(struct ng_regreq* r) {
+  ng_reg_comm_get(r->comm, &r->cv);
+  r->arg_reason = !r->win ? NG_R_NULL_WIN : !r->buff ? NG_R_NULL_BUFF : !r->size ? NG_R_ZERO_SIZE : NG_R_OK;
+  if (!r->comm) return NG_R_NULL_COMM;
+  if (ng_comm_gone(&r->cv) || r->cv.aborting) return NG_R_COMM_DESTROYED;
+  if (r->cv.broken) return NG_R_COMM_BROKEN;
   return NG_R_OK;
 }
 
@@ -62,20 +69,41 @@ void ng_log_reg(const struct ng_regreq* r, int level, const char* msg) {
   ng_line_end(&l, "%s", msg ? msg : "");
 }
 
-/* Lowest reason set in a reduced vote (reasons are ordered roughly by how fundamental they are). */
-static int vote_reason(const int32_t* v) {
+static int lowest_reason(unsigned mask) {
   for (int k = 1; k < NG_NREASONS; k++)
-    if (v[k]) return k;
+    if (mask & (1u << k)) return k;
   return NG_R_OK;
 }
 
-static void vote_init(struct ng_vote* vt, const struct ng_regreq* r, int reason) {
-  memset(vt, 0, sizeof *vt);
-  vt->comm = r->comm;
-  vt->dev = r->cv.dev;
-  if (reason != NG_R_OK) {
-    vt->v[reason] = 1;
-    vt->v[NG_VOTE_FIRST_BAD] = r->cv.nranks - r->cv.rank;
+static void error_out(struct ng_regreq* r, int reason, ncclResult_t res) {
+  r->decision = NG_D_ERROR;
+  r->result = res;
+  if (!r->local_reason) r->local_reason = reason;
+  r->agreed_reason = reason;
+}
+
+/* Step 7: `reason` is what the log names (this rank's own where it has one), `agreed` the reason
+ * every rank found (the decision depends on it alone, so that it is the same everywhere). */
+static void fallback(struct ng_regreq* r, int reason, int agreed, int first_bad) {
+  r->agreed_reason = reason;
+  r->first_bad_rank = first_bad;
+  if (agreed == NG_R_NULL_WIN ||
+      ((agreed == NG_R_NULL_BUFF || agreed == NG_R_ZERO_SIZE) && ng_nccl_version() >= 22900)) {
+    /* nowhere to write a window; or NCCL 2.29+'s own answer to a NULL buffer or size 0 (2.27 and
+     * 2.28 answer success without registering: degraded below). The same error on every rank. */
+    r->decision = NG_D_ERROR;
+    r->result = ncclInvalidArgument;
+  } else if (r->cv.has_devcomm) {
+    r->decision = NG_D_ERROR;
+    r->result = ncclInvalidUsage;
+  } else if (ng_cfg.on_failure == NG_FAIL_DEGRADE) {
+    r->decision = NG_D_DEGRADE;
+    r->result = ncclSuccess;
+    *r->win = NULL;
+    ng_reg_comm_mark(r->comm, 0, 0, 1);
+  } else {
+    r->decision = NG_D_ERROR;
+    r->result = ncclInvalidArgument;
   }
 }
 
@@ -97,16 +125,184 @@ static void complete_view(struct ng_regreq* r) {
   ng_reg_comm_get(r->comm, &r->cv);
 }
 
-/* Step 1 for one request; ncclSuccess when the communicator is ready. */
-static ncclResult_t ready(struct ng_regreq* r) {
-  ncclResult_t st = ng_wait_ready(r->comm, r->cv.dev);
-  if (st != ncclSuccess) return st;
-  if (r->cv.known && r->cv.state == NG_COMM_INITIALIZING) ng_reg_comm_set_state(r->comm, NG_COMM_READY);
-  complete_view(r);
-  return ncclSuccess;
+/* ---- 1. prepare ---------------------------------------------------------------------------- */
+static void phase_prepare(struct ng_regreq* reqs, int n) {
+  for (int i = 0; i < n; i++) {
+    struct ng_regreq* r = &reqs[i];
+    r->first_bad_rank = -1;
+    r->agreed_reason = r->local_reason = NG_R_OK;
+    r->decision = NG_D_REGISTER;
+    r->result = ncclSuccess;
+    int why = ng_check_reg_args(r); /* again: queued in a group, the comm may have gone since */
+    if (why != NG_R_OK) {
+      error_out(r, why, ncclInvalidArgument);
+      continue;
+    }
+    ncclResult_t st = ng_wait_ready(r->comm, r->cv.dev);
+    if (st == ncclSuccess) {
+      if (r->cv.known && r->cv.state == NG_COMM_INITIALIZING) ng_reg_comm_set_state(r->comm, NG_COMM_READY);
+      complete_view(r);
+    }
+    r->seq = ng_reg_comm_next(r->comm, NG_NEXT_WINSEQ);
+    if (st != ncclSuccess) error_out(r, st == ncclSystemError ? NG_R_TIMEOUT : NG_R_NOT_READY, st);
+  }
 }
 
-/* Step 5 for one request outside a group: the real call, retried where that can succeed. */
+/* ---- 2. warm-up (when it is not the first vote round) ---------------------------------------- */
+static void phase_warmup(struct ng_regreq* reqs, int n, struct ng_vote* votes, int use_agree) {
+  if (!(ng_cfg.warmup == NG_WARMUP_ALWAYS || (ng_cfg.warmup == NG_WARMUP_AUTO && !use_agree))) return;
+  if (!ng_cuda_ok()) return;
+  int nw = 0;
+  for (int i = 0; i < n; i++) {
+    int dup = 0;
+    for (int j = 0; j < nw && !dup; j++) dup = votes[j].comm == reqs[i].comm;
+    if (reqs[i].decision == NG_D_ERROR || reqs[i].cv.warmed || dup) continue;
+    memset(&votes[nw], 0, sizeof votes[nw]);
+    votes[nw].comm = reqs[i].comm;
+    votes[nw].dev = reqs[i].cv.dev;
+    nw++;
+  }
+  double t0 = ng_now_us();
+  ncclResult_t w = ng_agree(votes, nw, "warm-up");
+  for (int j = 0; j < nw; j++) {
+    ng_reg_comm_mark(votes[j].comm, 1, 0, 0);
+    ng_log_msg(w == ncclSuccess ? NG_LOG_INFO : NG_LOG_WARN, votes[j].dev, "warmup",
+               "warm-up all-reduce on communicator %p: %s in %.0f us", (void*)votes[j].comm, ng_result_name(w),
+               ng_now_us() - t0);
+  }
+  for (int i = 0; i < n; i++) /* a warm-up that failed leaves its communicator broken */
+    if (reqs[i].decision != NG_D_ERROR && w != ncclSuccess) {
+      struct ng_commview now;
+      ng_reg_comm_get(reqs[i].comm, &now);
+      if (now.broken) error_out(&reqs[i], now.broken, w);
+    }
+}
+
+/* ---- 3. preflight ---------------------------------------------------------------------------- */
+static void phase_preflight(struct ng_regreq* reqs, int n) {
+  for (int i = 0; i < n; i++) {
+    struct ng_regreq* r = &reqs[i];
+    if (r->decision == NG_D_ERROR) continue;
+    ng_rules_for(r->comm, r->cv.dev, r->cv.nranks, &r->rules);
+    r->facts = 0;
+    if (!r->arg_reason && ng_cfg.preflight) ng_preflight(r->buff, r->size, r->cv.dev, r->rules.version, &r->facts);
+    if (!r->arg_reason && ng_capture_hazard(r->rules.version)) {
+      if (ng_cfg.capture == NG_CAPTURE_RELAXED) r->relaxed = 1;
+      else r->arg_reason = NG_R_CAPTURING; /* NCCLGUARD_CAPTURE=degrade */
+    }
+  }
+}
+
+/* ---- 4. vote and decide ---------------------------------------------------------------------- */
+static void vote_fill(struct ng_vote* vt, const struct ng_regreq* r) {
+  memset(vt, 0, sizeof *vt);
+  vt->comm = r->comm;
+  vt->dev = r->cv.dev;
+  int inv = r->cv.nranks - r->cv.rank;
+  if (r->arg_reason) {
+    vt->v[r->arg_reason] = 1;
+    vt->v[NG_VOTE_FIRST_BAD] = inv;
+  }
+  vt->v[r->rules.sym == NG_SYM_YES ? NG_VOTE_SYM_YES : r->rules.sym == NG_SYM_NO ? NG_VOTE_SYM_NO
+                                                                                 : NG_VOTE_SYM_UNKNOWN] = 1;
+  vt->v[NG_VOTE_ONE_NODE] = r->rules.one_node;
+  vt->v[NG_VOTE_FACTS] = (int32_t)r->facts;
+  if (r->facts) vt->v[NG_VOTE_FACTS_FIRST_BAD] = inv;
+}
+
+/* THE decision, from the reduced votes alone (so every rank takes the same one). */
+static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
+  const int32_t* v = vt->v;
+  unsigned always = 0;
+  for (int k = 1; k < NG_NREASONS; k++)
+    if (v[k]) always |= 1u << k;
+  /* symmetric path on every rank, by every rank's rules (and on one host where they need it) */
+  int sym = v[NG_VOTE_SYM_YES] && !v[NG_VOTE_SYM_NO] && !v[NG_VOTE_SYM_UNKNOWN] &&
+            (!v[NG_VOTE_ONE_NODE] || vt->one_host);
+  unsigned facts = (unsigned)v[NG_VOTE_FACTS];
+  int reason = lowest_reason(always), bad = v[NG_VOTE_FIRST_BAD];
+  if (!reason && sym && facts) reason = lowest_reason(facts), bad = v[NG_VOTE_FACTS_FIRST_BAD];
+  if (!reason) {
+    if (facts && ng_log_on(NG_LOG_INFO)) {
+      char msg[400];
+      snprintf(msg, sizeof msg, "NCCL's symmetric path would refuse this buffer (%s), but %s: the buffer goes to "
+               "NCCL as it would without ncclguard (%s)", ng_reason_name(lowest_reason(facts)),
+               v[NG_VOTE_SYM_NO] && !v[NG_VOTE_SYM_YES] ? "this communicator does not take it"
+               : v[NG_VOTE_SYM_YES] && v[NG_VOTE_ONE_NODE] && !vt->one_host ? "its ranks span several hosts"
+                                                                           : "ncclguard cannot tell whether it does",
+               r->rules.why);
+      ng_log_reg(r, NG_LOG_INFO, msg);
+    }
+    return;
+  }
+  /* this rank's own reason among those that count (the log says peer_<reason> otherwise) */
+  r->local_reason = lowest_reason((r->arg_reason ? 1u << r->arg_reason : 0u) | (sym ? r->facts : 0u));
+  fallback(r, r->local_reason ? r->local_reason : reason, reason, bad ? r->cv.nranks - bad : -1);
+}
+
+static void vote_failed(struct ng_regreq* r, const struct ng_vote* vt, ncclResult_t a) {
+  int reason = vt->status == NG_AGREE_TIMEOUT ? NG_R_TIMEOUT : vt->status == NG_AGREE_STEP ? NG_R_OUT_OF_STEP
+               : vt->status == NG_AGREE_ABORTED ? NG_R_COMM_DESTROYED : NG_R_NCCL_ERROR;
+  error_out(r, reason, a == ncclSuccess ? ncclInternalError : a);
+  r->local_reason = reason;
+}
+
+static void phase_vote(struct ng_regreq* reqs, int n, struct ng_vote* votes) {
+  int nv = 0;
+  for (int i = 0; i < n; i++)
+    if (reqs[i].decision != NG_D_ERROR) vote_fill(&votes[nv++], &reqs[i]);
+  double t0 = ng_now_us();
+  ncclResult_t a = ng_agree(votes, nv, "registration");
+  for (int i = 0, k = 0; i < n; i++) {
+    struct ng_regreq* r = &reqs[i];
+    if (r->decision == NG_D_ERROR) continue;
+    struct ng_vote* vt = &votes[k++];
+    if (!r->cv.warmed) {
+      ng_reg_comm_mark(r->comm, 1, 0, 0);
+      for (int j = 0; j < i; j++) /* once per communicator */
+        if (reqs[j].comm == r->comm) r->cv.warmed = 1;
+      if (!r->cv.warmed)
+        ng_log_msg(NG_LOG_INFO, r->cv.dev, "warmup",
+                   "first agreement round on communicator %p (doubles as the warm-up): %s in %.0f us",
+                   (void*)r->comm, ng_result_name(a), ng_now_us() - t0);
+      r->cv.warmed = 1;
+    }
+    if (vt->status != NG_AGREE_OK) vote_failed(r, vt, a);
+    else decide(r, vt);
+  }
+}
+
+static int voted(const struct ng_regreq* r) {
+  /* in the vote and through it: registering, degraded, or refused by the agreed decision */
+  return r->decision == NG_D_REGISTER || r->decision == NG_D_DEGRADE ||
+         (r->decision == NG_D_ERROR && r->agreed_reason != NG_R_TIMEOUT && r->agreed_reason != NG_R_OUT_OF_STEP &&
+          r->agreed_reason != NG_R_COMM_DESTROYED && r->agreed_reason != NG_R_COMM_BROKEN &&
+          r->agreed_reason != NG_R_NOT_READY && r->agreed_reason != NG_R_NCCL_ERROR);
+}
+
+/* The "go" round, over every request that went through the vote (the same set on every rank). */
+static void phase_go(struct ng_regreq* reqs, int n, struct ng_vote* votes) {
+  int go = 0, nv = 0;
+  for (int i = 0; i < n; i++) go |= reqs[i].decision == NG_D_REGISTER;
+  if (!go) return;
+  for (int i = 0; i < n; i++) {
+    if (!voted(&reqs[i])) continue;
+    memset(&votes[nv], 0, sizeof votes[nv]);
+    votes[nv].comm = reqs[i].comm;
+    votes[nv].dev = reqs[i].cv.dev;
+    nv++;
+  }
+  ncclResult_t a = ng_agree(votes, nv, "registration go");
+  for (int i = 0, k = 0; i < n; i++) {
+    if (!voted(&reqs[i])) continue;
+    struct ng_vote* vt = &votes[k++];
+    if (vt->status == NG_AGREE_OK || reqs[i].decision != NG_D_REGISTER) continue;
+    vote_failed(&reqs[i], vt, a);
+  }
+}
+
+/* ---- 5. register ----------------------------------------------------------------------------- */
+/* The real call for one request outside a group, retried where that can succeed. */
 static ncclResult_t register_one(struct ng_regreq* r) {
   ncclResult_t res = ncclSuccess;
   for (int attempt = 0;; attempt++) {
@@ -114,7 +310,7 @@ static ncclResult_t register_one(struct ng_regreq* r) {
     /* A nonblocking communicator may return ncclSuccess or ncclInProgress and finish in the
      * background: nothing else may be issued on it before ncclCommGetAsyncError says so. */
     if (res == ncclSuccess || res == ncclInProgress) res = ng_wait_ready(r->comm, r->cv.dev);
-    if (res != ncclInvalidArgument || attempt >= ng_cfg.retries) break;
+    if (res != ncclInvalidArgument || attempt >= ng_cfg.retries || !ng_reg_comm_usable(r->comm)) break;
     /* Invalid argument from a communicator that is not ready yet is the one retryable case. */
     ncclResult_t st = ncclSuccess, q;
     NG_CALL(q, ncclCommGetAsyncError, r->comm, &st);
@@ -122,39 +318,137 @@ static ncclResult_t register_one(struct ng_regreq* r) {
     ng_stat_add(NG_ST_RETRIED, 1);
     r->decision = NG_D_RETRY;
     ng_log_reg(r, NG_LOG_INFO, "communicator not ready: waiting, then registering again");
+    r->decision = NG_D_REGISTER;
     if (ng_wait_ready(r->comm, r->cv.dev) != ncclSuccess) break;
   }
   return res;
 }
 
-static void fallback(struct ng_regreq* r, int reason, int peer_first_bad) {
-  r->agreed_reason = reason;
-  r->first_bad_rank = peer_first_bad;
-  if (r->cv.has_devcomm) {
-    r->decision = NG_D_ERROR;
-    r->result = ncclInvalidUsage;
-  } else if (ng_cfg.on_failure == NG_FAIL_DEGRADE) {
-    r->decision = NG_D_DEGRADE;
-    r->result = ncclSuccess;
-    *r->win = NULL;
-    ng_reg_comm_mark(r->comm, 0, 0, 1);
+static void phase_register(struct ng_regreq* reqs, int n) {
+  int ngo = 0, last = -1, relaxed = 0;
+  for (int i = 0; i < n; i++)
+    if (reqs[i].decision == NG_D_REGISTER && ng_reg_comm_usable(reqs[i].comm)) ngo++, last = i, relaxed |= reqs[i].relaxed;
+    else if (reqs[i].decision == NG_D_REGISTER) error_out(&reqs[i], NG_R_COMM_DESTROYED, ncclInvalidUsage);
+  if (!ngo) return;
+  int mode = 0, sw = relaxed && !ng_cuda_relaxed_capture(&mode);
+  /* NCCL's registration waits on the host for every rank (bootstrap, no timeout): watched */
+  struct watch* wds = calloc((size_t)n, sizeof *wds);
+  double deadline = ng_deadline();
+  for (int i = 0; wds && i < n; i++)
+    if (reqs[i].decision == NG_D_REGISTER) ng_watch_arm(&wds[i], reqs[i].comm, reqs[i].cv.dev, deadline);
+  if (ngo == 1 && n == 1) {
+    reqs[last].result = register_one(&reqs[last]);
   } else {
+    ncclResult_t r, e;
+    NG_CALL(r, ncclGroupStart);
+    for (int i = 0; i < n; i++) {
+      if (reqs[i].decision != NG_D_REGISTER) continue;
+      ncclResult_t ri = ncclInternalError;
+      if (r == ncclSuccess) NG_CALL(ri, ncclCommWindowRegister, reqs[i].comm, reqs[i].buff, reqs[i].size,
+                                    reqs[i].win, reqs[i].flags);
+      reqs[i].result = ri;
+    }
+    NG_CALL(e, ncclGroupEnd);
+    for (int i = 0; i < n; i++) {
+      struct ng_regreq* q = &reqs[i];
+      if (q->decision != NG_D_REGISTER) continue;
+      if (q->result == ncclSuccess && (e == ncclSuccess || e == ncclInProgress))
+        q->result = ng_wait_ready(q->comm, q->cv.dev);
+      else if (q->result == ncclSuccess) q->result = e;
+    }
+  }
+  for (int i = 0; wds && i < n; i++)
+    if (reqs[i].decision == NG_D_REGISTER && ng_watch_disarm(&wds[i])) {
+      if (reqs[i].result == ncclSuccess && *reqs[i].win) { /* never leak a live window */
+        ncclResult_t d;
+        NG_CALL(d, ncclCommWindowDeregister, reqs[i].comm, *reqs[i].win);
+        (void)d;
+      }
+      error_out(&reqs[i], NG_R_TIMEOUT, ncclSystemError);
+      reqs[i].local_reason = NG_R_TIMEOUT;
+    }
+  free(wds);
+  if (sw) ng_cuda_restore_capture(mode);
+}
+
+/* ---- 6. outcome ------------------------------------------------------------------------------ */
+/* NCCL itself failed on this rank: invalid-argument class degrades (or errors, by policy); any
+ * other error means NCCL reports the communicator broken, and degrading would hide that. Every
+ * rank of the outcome round takes the same decision: the worst result is agreed. */
+static void nccl_failed(struct ng_regreq* r, ncclResult_t agreed, int here) {
+  if (here)
+    ng_log_msg(NG_LOG_WARN, r->cv.dev, "ncclCommWindowRegister", "NCCL failed to register: %s %s",
+               ng_result_name(r->result), ng_reg_comm_usable(r->comm) ? ng_last_error(r->comm) : "");
+  r->local_reason = here ? NG_R_NCCL_ERROR : NG_R_OK;
+  fallback(r, NG_R_NCCL_ERROR, NG_R_NCCL_ERROR, -1);
+  if (agreed != ncclInvalidArgument && r->decision == NG_D_DEGRADE) {
+    ng_reg_comm_mark(r->comm, 0, 0, -1);
     r->decision = NG_D_ERROR;
-    r->result = ncclInvalidArgument;
+    r->result = agreed;
   }
 }
 
-/* NCCL itself failed on this rank: invalid-argument class degrades (or errors, by policy); any
- * other error means NCCL reports the communicator broken, and degrading would hide that. */
-static void nccl_failed(struct ng_regreq* r) {
-  ng_log_msg(NG_LOG_WARN, r->cv.dev, "ncclCommWindowRegister", "NCCL failed to register: %s %s",
-             ng_result_name(r->result), ng_last_error(r->comm));
-  ncclResult_t nccl_res = r->result;
-  r->local_reason = NG_R_NCCL_ERROR;
-  fallback(r, NG_R_NCCL_ERROR, r->cv.rank);
-  if (nccl_res != ncclInvalidArgument && r->decision == NG_D_DEGRADE) {
-    r->decision = NG_D_ERROR;
-    r->result = nccl_res;
+static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, int use_agree) {
+  int ngo = 0;
+  for (int i = 0; i < n; i++) ngo += reqs[i].decision == NG_D_REGISTER;
+  if (!ngo) return;
+  if (!use_agree) {
+    for (int i = 0; i < n; i++)
+      if (reqs[i].decision == NG_D_REGISTER && reqs[i].result != ncclSuccess) nccl_failed(&reqs[i], reqs[i].result, 1);
+    return;
+  }
+  int nv = 0;
+  for (int i = 0; i < n; i++) {
+    if (reqs[i].decision != NG_D_REGISTER) continue;
+    memset(&votes[nv], 0, sizeof votes[nv]);
+    votes[nv].comm = reqs[i].comm;
+    votes[nv].dev = reqs[i].cv.dev;
+    /* the worst NCCL result anywhere: invalid argument (4) degrades, others (and ours) error */
+    if (reqs[i].result != ncclSuccess) votes[nv].v[NG_VOTE_FAILED] = reqs[i].result == ncclInvalidArgument ? 1 : 2 + reqs[i].result;
+    nv++;
+  }
+  ncclResult_t a = ng_agree(votes, nv, "registration outcome");
+  for (int i = 0, k = 0; i < n; i++) {
+    struct ng_regreq* r = &reqs[i];
+    if (r->decision != NG_D_REGISTER) continue;
+    struct ng_vote* vt = &votes[k++];
+    int ok_here = r->result == ncclSuccess;
+    if (vt->status != NG_AGREE_OK) {
+      /* the ranks cannot learn each other's outcome: a live window here is dropped again (never leaked) */
+      if (ok_here && *r->win && ng_reg_comm_usable(r->comm)) {
+        ncclResult_t d;
+        NG_CALL(d, ncclCommWindowDeregister, r->comm, *r->win);
+        (void)d;
+      }
+      vote_failed(r, vt, a);
+      continue;
+    }
+    int32_t f = vt->v[NG_VOTE_FAILED];
+    if (!f) continue;
+    ncclResult_t worst = f == 1 ? ncclInvalidArgument : (ncclResult_t)(f - 2);
+    if (ok_here && ng_reg_comm_usable(r->comm)) {
+      /* NCCL failed on another rank: drop ours (deregistration is local) and fall back with it. */
+      ncclResult_t d;
+      NG_CALL(d, ncclCommWindowDeregister, r->comm, *r->win);
+      (void)d;
+    }
+    nccl_failed(r, worst, !ok_here);
+  }
+}
+
+/* ---- NCCL's own NULL window (no symmetric support, 2.29+) --------------------------------------- */
+static void phase_null_window(struct ng_regreq* reqs, int n) {
+  for (int i = 0; i < n; i++) {
+    struct ng_regreq* r = &reqs[i];
+    if (r->decision != NG_D_REGISTER || r->result != ncclSuccess || *r->win) continue;
+    r->agreed_reason = r->local_reason = NG_R_NULL_WINDOW;
+    ng_reg_comm_mark(r->comm, 0, 0, 1);
+    if (ng_cfg.null_window == NG_NULLWIN_ERROR) {
+      r->decision = NG_D_ERROR;
+      r->result = ncclInvalidUsage;
+    } else {
+      ng_log_reg(r, NG_LOG_WARN, ng_reason_advice(NG_R_NULL_WINDOW));
+    }
   }
 }
 
@@ -175,9 +469,10 @@ static void report(struct ng_regreq* r) {
       break;
     default:
       ng_stat_add(NG_ST_ERRORS, 1);
-      if (reason == NG_R_TIMEOUT)
+      if (reason == NG_R_TIMEOUT || reason == NG_R_OUT_OF_STEP || reason == NG_R_COMM_BROKEN ||
+          reason == NG_R_COMM_DESTROYED || reason == NG_R_NOT_READY)
         snprintf(msg, sizeof msg, "not registered: %s", ng_reason_advice(reason));
-      else if (r->cv.has_devcomm && reason != NG_R_NCCL_ERROR)
+      else if (r->cv.has_devcomm && reason != NG_R_NCCL_ERROR && reason != NG_R_NULL_WIN)
         snprintf(msg, sizeof msg, "registration cannot go ahead (%s: %s) and %s", ng_reason_name(reason),
                  ng_reason_advice(reason), ng_reason_advice(NG_R_HAS_DEVCOMM));
       else
@@ -189,175 +484,35 @@ static void report(struct ng_regreq* r) {
 }
 
 ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
-  struct ng_vote votes[n > 0 ? n : 1];
+  if (n <= 0) return ncclSuccess;
+  struct ng_vote* votes = calloc((size_t)n, sizeof *votes);
+  if (!votes) return ncclSystemError;
   ng_log_source();
-  /* 1. ready-wait and sequence numbers */
-  for (int i = 0; i < n; i++) {
-    struct ng_regreq* r = &reqs[i];
-    r->first_bad_rank = -1;
-    r->agreed_reason = NG_R_OK;
-    r->decision = NG_D_REGISTER;
-    struct ng_commview now;
-    ng_reg_comm_get(r->comm, &now);
-    if (ng_comm_gone(&now)) {
-      /* queued in a group, then destroyed in the same group: NCCL must not see the freed comm */
-      r->cv = now;
-      r->local_reason = r->agreed_reason = NG_R_COMM_DESTROYED;
-      r->decision = NG_D_ERROR;
-      r->result = ncclInvalidArgument;
-      continue;
-    }
-    r->result = ready(r);
-    r->seq = ng_reg_comm_next(r->comm, NG_NEXT_WINSEQ);
-    if (r->result != ncclSuccess) {
-      r->local_reason = r->result == ncclSystemError ? NG_R_TIMEOUT : NG_R_NOT_READY;
-      r->agreed_reason = r->local_reason;
-      r->decision = NG_D_ERROR;
-    }
-  }
   int use_agree = ng_cfg.agree && ng_cuda_ok();
-  /* 2. warm-up, once per communicator */
-  if (ng_cfg.warmup == NG_WARMUP_ALWAYS || (ng_cfg.warmup == NG_WARMUP_AUTO && !use_agree)) {
-    int nw = 0;
-    for (int i = 0; i < n; i++) {
-      int dup = 0;
-      for (int j = 0; j < nw; j++) dup |= votes[j].comm == reqs[i].comm;
-      if (reqs[i].decision != NG_D_ERROR && !reqs[i].cv.warmed && !dup) vote_init(&votes[nw++], &reqs[i], NG_R_OK);
-    }
-    double t0 = ng_now_us();
-    ncclResult_t w = ng_cuda_ok() ? ng_agree(votes, nw, "warm-up") : ncclSuccess;
-    for (int j = 0; j < nw; j++) {
-      ng_reg_comm_mark(votes[j].comm, 1, 0, 0);
-      ng_log_msg(w == ncclSuccess ? NG_LOG_INFO : NG_LOG_WARN, votes[j].dev, "warmup",
-                 "warm-up all-reduce on communicator %p: %s in %.0f us", (void*)votes[j].comm, ng_result_name(w),
-                 ng_now_us() - t0);
-    }
-  }
-  /* 3. preflight */
-  int relaxed[n > 0 ? n : 1];
-  for (int i = 0; i < n; i++) {
-    struct ng_regreq* r = &reqs[i];
-    relaxed[i] = 0;
-    if (r->decision == NG_D_ERROR) continue;
-    r->local_reason = ng_cfg.preflight ? ng_preflight(r->buff, r->size, r->cv.dev) : NG_R_OK;
-    if (r->local_reason == NG_R_CAPTURING && ng_cfg.capture == NG_CAPTURE_RELAXED) {
-      r->local_reason = NG_R_OK;
-      relaxed[i] = 1;
-    }
-  }
-  /* 4. agreement */
+  phase_prepare(reqs, n);
+  phase_warmup(reqs, n, votes, use_agree);
+  phase_preflight(reqs, n);
   if (use_agree) {
-    int nv = 0;
-    for (int i = 0; i < n; i++)
-      if (reqs[i].decision != NG_D_ERROR) vote_init(&votes[nv++], &reqs[i], reqs[i].local_reason);
-    double t0 = ng_now_us();
-    ncclResult_t a = ng_agree(votes, nv, "registration");
-    for (int i = 0, k = 0; i < n; i++) {
+    phase_vote(reqs, n, votes);
+    phase_go(reqs, n, votes);
+  } else {
+    /* each rank alone: only its own facts, with its own rules */
+    for (int i = 0; i < n; i++) {
       struct ng_regreq* r = &reqs[i];
       if (r->decision == NG_D_ERROR) continue;
-      struct ng_vote* vt = &votes[k++];
-      if (!r->cv.warmed) {
-        ng_reg_comm_mark(r->comm, 1, 0, 0);
-        r->cv.warmed = 1;
-        ng_log_msg(NG_LOG_INFO, r->cv.dev, "warmup",
-                   "first agreement round on communicator %p (doubles as the warm-up): %s in %.0f us",
-                   (void*)r->comm, ng_result_name(a), ng_now_us() - t0);
-      }
-      if (a != ncclSuccess) {
-        r->decision = NG_D_ERROR;
-        r->result = a;
-        r->agreed_reason = r->local_reason = a == ncclSystemError ? NG_R_TIMEOUT : NG_R_NCCL_ERROR;
-        continue;
-      }
-      int agreed = vote_reason(vt->v);
-      if (agreed != NG_R_OK) {
-        int lowest = vt->v[NG_VOTE_FIRST_BAD] ? r->cv.nranks - vt->v[NG_VOTE_FIRST_BAD] : -1;
-        fallback(r, r->local_reason != NG_R_OK ? r->local_reason : agreed, lowest);
-      }
-    }
-  } else {
-    for (int i = 0; i < n; i++)
-      if (reqs[i].decision != NG_D_ERROR && reqs[i].local_reason != NG_R_OK)
-        fallback(&reqs[i], reqs[i].local_reason, reqs[i].cv.rank);
-  }
-  /* 5. the real registrations */
-  int ngo = 0;
-  for (int i = 0; i < n; i++) ngo += reqs[i].decision == NG_D_REGISTER;
-  if (ngo == 1 && n == 1) {
-    int mode = 0, sw = relaxed[0] && !ng_cuda_relaxed_capture(&mode);
-    reqs[0].result = register_one(&reqs[0]);
-    if (sw) ng_cuda_restore_capture(mode);
-  } else if (ngo > 0) {
-    ncclResult_t r, e;
-    int mode = 0, sw = 0;
-    for (int i = 0; i < n; i++) sw |= relaxed[i];
-    sw = sw && !ng_cuda_relaxed_capture(&mode);
-    NG_CALL(r, ncclGroupStart);
-    for (int i = 0; i < n; i++) {
-      if (reqs[i].decision != NG_D_REGISTER) continue;
-      ncclResult_t ri = ncclInternalError;
-      if (r == ncclSuccess) NG_CALL(ri, ncclCommWindowRegister, reqs[i].comm, reqs[i].buff, reqs[i].size,
-                                    reqs[i].win, reqs[i].flags);
-      reqs[i].result = ri;
-    }
-    NG_CALL(e, ncclGroupEnd);
-    if (sw) ng_cuda_restore_capture(mode);
-    for (int i = 0; i < n; i++) {
-      struct ng_regreq* q = &reqs[i];
-      if (q->decision != NG_D_REGISTER) continue;
-      if (q->result == ncclSuccess && (e == ncclSuccess || e == ncclInProgress))
-        q->result = ng_wait_ready(q->comm, q->cv.dev);
-      else if (q->result == ncclSuccess) q->result = e;
+      vote_fill(&votes[i], r);
+      votes[i].one_host = r->rules.one_node ? 0 : 1; /* cannot know: not symmetric-for-sure */
+      decide(r, &votes[i]);
     }
   }
-  /* 6. outcome round: all ranks learn whether NCCL failed anywhere */
-  if (use_agree && ngo > 0) {
-    int nv = 0;
-    for (int i = 0; i < n; i++) {
-      if (reqs[i].decision != NG_D_REGISTER) continue;
-      vote_init(&votes[nv], &reqs[i], NG_R_OK);
-      if (reqs[i].result != ncclSuccess) votes[nv].v[NG_VOTE_FAILED] = 1;
-      nv++;
-    }
-    ncclResult_t a = ng_agree(votes, nv, "registration outcome");
-    for (int i = 0, k = 0; i < n; i++) {
-      struct ng_regreq* r = &reqs[i];
-      if (r->decision != NG_D_REGISTER) continue;
-      struct ng_vote* vt = &votes[k++];
-      if (a != ncclSuccess) {
-        if (r->result == ncclSuccess) r->result = a;
-      } else if (vt->v[NG_VOTE_FAILED] && r->result == ncclSuccess) {
-        /* NCCL failed on another rank: drop ours (deregistration is local) and fall back with it. */
-        ncclResult_t d;
-        NG_CALL(d, ncclCommWindowDeregister, r->comm, *r->win);
-        (void)d;
-        fallback(r, NG_R_NCCL_ERROR, -1);
-        r->local_reason = NG_R_OK;
-        continue;
-      }
-      if (r->result != ncclSuccess) nccl_failed(r);
-    }
-  } else {
-    for (int i = 0; i < n; i++)
-      if (reqs[i].decision == NG_D_REGISTER && reqs[i].result != ncclSuccess) nccl_failed(&reqs[i]);
-  }
-  /* NCCL's own NULL window (no symmetric support) */
-  for (int i = 0; i < n; i++) {
-    struct ng_regreq* r = &reqs[i];
-    if (r->decision != NG_D_REGISTER || r->result != ncclSuccess || *r->win) continue;
-    r->agreed_reason = r->local_reason = NG_R_NULL_WINDOW;
-    ng_reg_comm_mark(r->comm, 0, 0, 1);
-    if (ng_cfg.null_window == NG_NULLWIN_ERROR) {
-      r->decision = NG_D_ERROR;
-      r->result = ncclInvalidUsage;
-    } else {
-      ng_log_reg(r, NG_LOG_WARN, ng_reason_advice(NG_R_NULL_WINDOW));
-    }
-  }
+  phase_register(reqs, n);
+  phase_outcome(reqs, n, votes, use_agree);
+  phase_null_window(reqs, n);
   ncclResult_t ret = ncclSuccess;
   for (int i = 0; i < n; i++) {
     report(&reqs[i]);
     if (ret == ncclSuccess && reqs[i].result != ncclSuccess) ret = reqs[i].result;
   }
+  free(votes);
   return ret;
 }

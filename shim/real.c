@@ -46,7 +46,8 @@ static void note_path(void* sym, const char* how) {
 
 void ng_log_source(void) {
   if (ng_cfg.disable || !source_msg[0] || __atomic_exchange_n(&source_logged, 1, __ATOMIC_RELAXED)) return;
-  ng_log_msg(NG_LOG_INFO, -1, "resolve", "%s", source_msg);
+  int v = ng_nccl_version();
+  ng_log_msg(NG_LOG_INFO, -1, "resolve", "%s: NCCL %d (%d.%d.%d)", source_msg, v, v / 10000, v / 100 % 100, v % 100);
 }
 
 static void* lookup(void* handle, const char* name) {
@@ -161,7 +162,8 @@ int ng_nccl_version(void) {
 
 const char* ng_result_name(ncclResult_t r) {
   static const char* n[] = {"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
-                            "ncclInvalidArgument", "ncclInvalidUsage", "ncclRemoteError", "ncclInProgress"};
+                            "ncclInvalidArgument", "ncclInvalidUsage", "ncclRemoteError", "ncclInProgress",
+                            "ncclTimeout" /* 2.30.3+ */};
   return (unsigned)r < sizeof n / sizeof n[0] ? n[r] : "ncclUnknownResult";
 }
 

@@ -15,6 +15,8 @@ struct comm_ent {
   struct ng_commview v;
   int next[NG_NNEXT];
   struct ng_agree_res agree;
+  int agree_in_use;  /* an agreement round of some thread holds `agree` (ng_reg_res_acquire) */
+  int evict_pending; /* a tombstone evicted while in use: freed at release */
   UT_hash_handle hh;
 };
 
@@ -86,6 +88,8 @@ const char* ng_state_name(int s) {
   return (unsigned)s < sizeof n / sizeof n[0] ? n[s] : "unknown";
 }
 
+static void free_ent(struct comm_ent* e) { free(e); }
+
 static struct comm_ent* find(ncclComm_t comm) {
   struct comm_ent* e = NULL;
   HASH_FIND_PTR(comms, &comm, e);
@@ -99,8 +103,11 @@ void ng_reg_comm_add(ncclComm_t comm, uint64_t cid, uint64_t parent_cid, int ran
   pthread_mutex_lock(&lock);
   struct comm_ent* old = find(comm);
   if (old) { /* a tombstone, or NCCL reused the address */
+    /* (a round of the old one still in flight finds no entry at its release: its stream and
+     * scratch are dropped, a few bytes; only an abort during a round followed by a new
+     * communicator at the same address gets here) */
     HASH_DEL(comms, old);
-    free(old);
+    free_ent(old);
   }
   fresh->comm = comm;
   fresh->v = (struct ng_commview){.known = 1, .comm = comm, .cid = cid, .parent_cid = parent_cid, .rank = rank,
@@ -145,30 +152,72 @@ int ng_reg_comm_next(ncclComm_t comm, int which) {
   return n;
 }
 
-void ng_reg_comm_mark(ncclComm_t comm, int warmed, int has_devcomm, int add_degraded) {
+static void add_clamped(int* v, int d) { *v = *v + d < 0 ? 0 : *v + d; }
+
+void ng_reg_comm_mark(ncclComm_t comm, int warmed, int devcomm_delta, int degraded_delta) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);
   if (e) {
     if (warmed) e->v.warmed = 1;
-    if (has_devcomm) e->v.has_devcomm = 1;
-    e->v.ndegraded += add_degraded;
+    add_clamped(&e->v.has_devcomm, devcomm_delta);
+    add_clamped(&e->v.ndegraded, degraded_delta);
   }
   pthread_mutex_unlock(&lock);
 }
 
-int ng_reg_comm_agree_res(ncclComm_t comm, struct ng_agree_res* res) {
+void ng_reg_comm_set_broken(ncclComm_t comm, int reason) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);
-  int ok = e && e->agree.cap;
-  if (ok) *res = e->agree;
+  if (e && !e->v.broken) e->v.broken = reason;
+  pthread_mutex_unlock(&lock);
+}
+
+void ng_reg_comm_set_aborting(ncclComm_t comm, int on) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  if (e) e->v.aborting = on;
+  pthread_mutex_unlock(&lock);
+}
+
+int ng_reg_comm_usable(ncclComm_t comm) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  int ok = !e || (!e->v.aborting && e->v.state != NG_COMM_DESTROYED && e->v.state != NG_COMM_ABORTED);
   pthread_mutex_unlock(&lock);
   return ok;
 }
 
-void ng_reg_comm_set_agree_res(ncclComm_t comm, const struct ng_agree_res* res) {
+int ng_reg_res_acquire(ncclComm_t comm, struct ng_agree_res* res) {
+  int r = 0;
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);
-  if (e) e->agree = *res;
+  memset(res, 0, sizeof *res);
+  if (!e || e->agree_in_use) r = -1;
+  else {
+    e->agree_in_use = 1;
+    *res = e->agree;
+    r = e->agree.s ? 1 : 0;
+  }
+  pthread_mutex_unlock(&lock);
+  return r;
+}
+
+static void free_ent(struct comm_ent* e);
+void ng_reg_res_release(ncclComm_t comm, const struct ng_agree_res* res) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  if (e && e->agree_in_use) {
+    e->agree_in_use = 0;
+    int gone = e->v.state == NG_COMM_DESTROYED || e->v.state == NG_COMM_ABORTED;
+    if (!gone) e->agree = *res;
+    else if (res->s && e->v.dev >= 0 && npool < NG_POOL)
+      pool[npool++] = (struct pool_ent){e->v.dev, *res}; /* the pool hands out idle resources only */
+    if (gone) memset(&e->agree, 0, sizeof e->agree);
+    if (e->evict_pending) {
+      HASH_DEL(comms, e);
+      free_ent(e);
+    }
+  }
   pthread_mutex_unlock(&lock);
 }
 
@@ -182,15 +231,20 @@ void ng_reg_comm_tombstone(ncclComm_t comm, int state) {
     e->v.nwindows = 0;
     /* Its agreement stream and scratch go to the pool for the next communicator on the device
      * (one stream and a few KB per communicator were leaked before: a thread per stream too). */
-    if (e->agree.cap && e->v.dev >= 0 && npool < NG_POOL)
-      pool[npool++] = (struct pool_ent){e->v.dev, e->agree};
-    memset(&e->agree, 0, sizeof e->agree); /* owned by the pool now (or dropped when it is full) */
+    /* A round in flight keeps them: ng_reg_res_release hands them on when it ends. */
+    if (!e->agree_in_use) {
+      if (e->agree.s && e->v.dev >= 0 && npool < NG_POOL) pool[npool++] = (struct pool_ent){e->v.dev, e->agree};
+      memset(&e->agree, 0, sizeof e->agree); /* owned by the pool now (or dropped when it is full) */
+    }
     ncclComm_t evict = tomb_ring[tomb_next % NG_TOMBSTONES];
     tomb_ring[tomb_next++ % NG_TOMBSTONES] = comm;
     struct comm_ent* old = evict && evict != comm ? find(evict) : NULL;
     if (old && (old->v.state == NG_COMM_DESTROYED || old->v.state == NG_COMM_ABORTED)) {
-      HASH_DEL(comms, old);
-      free(old);
+      if (old->agree_in_use) old->evict_pending = 1;
+      else {
+        HASH_DEL(comms, old);
+        free_ent(old);
+      }
     }
   }
   struct win_ent *w, *tmp;

@@ -236,12 +236,17 @@ static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t c
     return ncclInvalidArgument;
   }
   ncclResult_t res;
+  /* From here ncclguard makes no call of its own on this communicator (another thread may be in an
+   * agreement round on it: it stops at its next step). */
+  int ending = id == NG_ID_ncclCommDestroy || id == NG_ID_ncclCommAbort;
+  if (comm && ending) ng_reg_comm_set_aborting(comm, 1);
   switch (id) {
     case NG_ID_ncclCommFinalize: NG_CALL(res, ncclCommFinalize, comm); break;
     case NG_ID_ncclCommDestroy: NG_CALL(res, ncclCommDestroy, comm); break;
     case NG_ID_ncclCommAbort: NG_CALL(res, ncclCommAbort, comm); break;
     default: NG_CALL(res, ncclCommRevoke, comm, flags); break;
   }
+  if (comm && ending && res != ncclSuccess && res != ncclInProgress) ng_reg_comm_set_aborting(comm, 0);
   if (comm && (res == ncclSuccess || res == ncclInProgress)) {
     /* Tombstoned only once NCCL is done: while a destroy still runs in the background, NCCL's own
      * threads call ncclCommWindowDeregister through the public symbol, and those calls must

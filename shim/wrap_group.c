@@ -1,4 +1,4 @@
-/* ncclGroupStart / ncclGroupEnd: the group depth of each thread, and window registrations queued
+/* ncclGroupStart / ncclGroupEnd / ncclGroupSimulateEnd: the group depth of each thread, and window registrations queued
  * inside a group, handled at the outermost ncclGroupEnd.
  *
  * Why: NCCL completes registrations issued inside a group only at ncclGroupEnd, and one thread may
@@ -27,14 +27,19 @@ NG_API ncclResult_t ncclGroupStart(void) {
   return res;
 }
 
-NG_API ncclResult_t ncclGroupEnd(void) {
+/* The end of the application's group: the real ncclGroupEnd, or ncclGroupSimulateEnd, which ends
+ * the group the same way (NCCL decrements its depth and still performs the registrations queued in
+ * it; only collectives are not launched). Then the queued registrations go through the policy. */
+static ncclResult_t group_end(ncclSimInfo_t* sim, int simulate) {
   ncclResult_t res;
   ng_init();
   if (ng_cfg.disable || ng_tls.in_nccl) {
-    NG_CALL(res, ncclGroupEnd);
+    if (simulate) NG_CALL(res, ncclGroupSimulateEnd, sim);
+    else NG_CALL(res, ncclGroupEnd);
     return res;
   }
-  NG_CALL(res, ncclGroupEnd);
+  if (simulate) NG_CALL(res, ncclGroupSimulateEnd, sim);
+  else NG_CALL(res, ncclGroupEnd);
   if (ng_tls.group_depth > 0) ng_tls.group_depth--;
   if (ng_tls.group_depth > 0 || ng_tls.npending == 0) return res;
   /* Outermost group end with queued registrations. */
@@ -47,3 +52,6 @@ NG_API ncclResult_t ncclGroupEnd(void) {
   if (res == ncclSuccess || res == ncclInProgress) return pres != ncclSuccess ? pres : res;
   return res;
 }
+
+NG_API ncclResult_t ncclGroupEnd(void) { return group_end(NULL, 0); }
+NG_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) { return group_end(simInfo, 1); }

@@ -41,8 +41,11 @@ NG_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t s
   }
   struct ng_regreq r = {.comm = comm, .buff = buff, .size = size, .win = win, .flags = winFlags,
                         .t0 = ng_now_us(), .seq = -1};
-  int reason = ng_check_reg_args(comm, buff, size, win, &r.cv);
+  /* No communicator, or one that is gone or out of step: answered here. Other bad arguments are
+   * agreed like any other reason (a rank alone with them would leave its peers waiting). */
+  int reason = ng_check_reg_args(&r);
   if (reason != NG_R_OK) return refuse(&r, reason, ncclInvalidArgument);
+  if (r.arg_reason != NG_R_OK && (!ng_cfg.agree || !ng_cuda_ok())) return refuse(&r, r.arg_reason, ncclInvalidArgument);
   if (ng_tls.group_depth > 0) {
     /* Inside ncclGroupStart/End: NCCL completes registrations at group end and nothing can be
      * agreed inside the group, so the request waits for the outermost ncclGroupEnd. */
@@ -95,7 +98,9 @@ NG_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) 
   struct ng_commview cv;
   if (dereg_answered("ncclCommWindowDeregister", comm, t0, &cv, &res)) return res;
   if (!win) {
-    /* A degraded registration (or NCCL's own NULL window): nothing was registered. */
+    /* A degraded registration (or NCCL's own NULL window): nothing was registered. One NULL window
+     * fewer on this communicator (device communicators are refused only while there are some). */
+    ng_reg_comm_mark(comm, 0, 0, -1);
     ng_stat_add(NG_ST_NOOPS, 1);
     ng_log_call(NG_LOG_INFO, "ncclCommWindowDeregister", comm, ncclSuccess, t0, "noop", "null_window",
                 "NULL window (degraded or never registered): nothing to deregister");
@@ -197,9 +202,26 @@ NG_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, struct ncclDevCommRequire
     return ncclInvalidUsage;
   }
   NG_CALL(res, ncclDevCommCreate, comm, reqs, outDevComm);
-  if (res == ncclSuccess) ng_reg_comm_mark(comm, 0, 1, 0);
+  if (res == ncclSuccess) ng_reg_comm_mark(comm, 0, +1, 0);
   else ng_stat_add(NG_ST_ERRORS, 1);
   ng_log_call(res == ncclSuccess ? NG_LOG_INFO : NG_LOG_WARN, "ncclDevCommCreate", comm, res, t0, "pass",
+              res == ncclSuccess ? "ok" : "nccl_error", res == ncclSuccess ? NULL : ng_last_error(comm));
+  return res;
+}
+
+NG_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, struct ncclDevComm const* devComm) {
+  ncclResult_t res;
+  double t0 = ng_now_us();
+  if (ng_bypass()) {
+    NG_CALL(res, ncclDevCommDestroy, comm, devComm);
+    return res;
+  }
+  struct ng_commview cv;
+  if (dereg_answered("ncclDevCommDestroy", comm, t0, &cv, &res)) return res;
+  NG_CALL(res, ncclDevCommDestroy, comm, devComm);
+  if (res == ncclSuccess) ng_reg_comm_mark(comm, 0, -1, 0); /* windows may degrade again once none is left */
+  else ng_stat_add(NG_ST_ERRORS, 1);
+  ng_log_call(res == ncclSuccess ? NG_LOG_INFO : NG_LOG_WARN, "ncclDevCommDestroy", comm, res, t0, "pass",
               res == ncclSuccess ? "ok" : "nccl_error", res == ncclSuccess ? NULL : ng_last_error(comm));
   return res;
 }

@@ -6,7 +6,7 @@
 want="ncclCommAbort ncclCommDeregister ncclCommDestroy ncclCommFinalize ncclCommGrow ncclCommInitAll
 ncclCommInitRank ncclCommInitRankConfig ncclCommInitRankScalable ncclCommRegister ncclCommRevoke
 ncclCommShrink ncclCommSplit ncclCommWindowDeregister ncclCommWindowRegister ncclDevCommCreate
-ncclGroupEnd ncclGroupStart"
+ncclDevCommDestroy ncclGroupEnd ncclGroupSimulateEnd ncclGroupStart"
 got=$(nm -D --defined-only "$SHIM" | awk '$2 ~ /^[TW]$/ {print $3}' | grep -v '^_' | sort | tr '\n' ' ')
 exp=$(echo $want | tr ' ' '\n' | sort | tr '\n' ' ')
 [ "$got" = "$exp" ] && pass exports-exactly-wrapped || fail exports-exactly-wrapped "exported: $got"

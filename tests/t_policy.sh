@@ -37,10 +37,18 @@ g nullc -n 1 -m thread --null-comm
   && lhas nullc 'init_process_group\(\.\.\., device_id=' && pass null-comm-clean-error || fail null-comm-clean-error "$(why nullc)"
 FAKE_NCCL_VERSION=22903 g nullc29 -n 1 -m thread --null-comm
 [ $rc = 0 ] && lhas nullc29 'result=ncclInvalidArgument.*reason=null_comm' && pass null-comm-2.29 || fail null-comm-2.29 "$(why nullc29)"
+# NULL win: nowhere to write a window, an error on every version; NULL buffer and size 0: NCCL 2.28
+# answers success without registering (2.27: a NULL window), 2.29+ ncclInvalidArgument - ncclguard
+# gives the same answer on every rank (degraded, or that error)
 for a in null-win null-buff zero-size; do
-  g $a -n 2 -m thread --$a --no-allreduce
-  [ $rc = 0 ] && lhas $a "result=ncclInvalidArgument .*reason=${a#null-}|reason=$(echo $a | tr - _)" \
-    && pass bad-arg-$a || fail bad-arg-$a "$(why $a)"
+  r=$(echo $a | tr - _)
+  g $a -n 2 -m thread --$a --no-allreduce --expect-reg any
+  case $a in null-win) want='result=ncclInvalidArgument .*decision=error reason=null_win' ;;
+             *) want="result=ncclSuccess .*decision=degrade reason=$r" ;; esac
+  [ $rc = 0 ] && [ "$(logs $a | grep -Ec "$want")" = 2 ] && pass bad-arg-$a-2.28 || fail bad-arg-$a-2.28 "$(why $a)"
+  FAKE_NCCL_VERSION=22903 g $a-29 -n 2 -m thread --$a --no-allreduce --expect-reg any
+  [ $rc = 0 ] && [ "$(logs $a-29 | grep -Ec "result=ncclInvalidArgument .*decision=error reason=$r")" = 2 ] \
+    && pass bad-arg-$a-2.29 || fail bad-arg-$a-2.29 "$(why $a-29)"
 done
 
 # --- asymmetric buffers: cudaMalloc on rank 0, ncclMemAlloc on rank 1 (FACTS 3: hangs) ---------------
@@ -190,11 +198,24 @@ NCCLGUARD_TIMEOUT=3 NGTEST_ENV_RANK1=NCCLGUARD_DISABLE=1 g peer-missing --alloc 
 lhas peer-missing 'did not complete within NCCLGUARD_TIMEOUT=3s' && lhas peer-missing 'decision=error reason=timeout' \
   && lhas peer-missing 'ncclCommAbort' && [ $rc != 124 ] && pass peer-missing-times-out || fail peer-missing-times-out "$(why peer-missing)"
 
-# --- buffers only the preflight can judge (one rank; NCCL alone: a window on another GPU's memory,
-# or an invalid argument; ncclguard: degraded, with the reason named) --------------------------------
-for c in wrong-device:wrong_device out-of-range:out_of_range host:not_device; do
-  name=${c%%:*} reason=${c#*:}
-  out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/pf-$name.%p.log" fake_run "$PROGS/preflight_cases" "$name" 2>&1)
-  echo "$out" | grep -q "RESULT case=$name reg=0 win=(nil)" && lhas "pf-$name" "decision=degrade reason=$reason" \
-    && pass "preflight-$name" || fail "preflight-$name" "$out $(logs "pf-$name" | grep WARN | head -1)"
+# --- buffers only the preflight can judge, on each modelled NCCL version (one rank): where NCCL alone
+# registers, ncclguard registers too; where NCCL alone refuses (or 2.27 gives a NULL window),
+# ncclguard degrades and names the reason (docs/NCCL.md: 2.27 and 2.29 check the range, 2.28 does not,
+# 2.30 wants mapped VMM memory to the last byte; a buffer on another GPU is NCCL's business)
+for v in 22703 22809 22903 23007; do
+  for c in wrong-device:- out-of-range:out_of_range host:not_device; do
+    name=${c%%:*} reason=${c#*:}
+    bare=$(FAKE_NCCL_VERSION=$v bare_run "$PROGS/preflight_cases" "$name" 2>/dev/null | grep RESULT)
+    out=$(FAKE_NCCL_VERSION=$v NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/pf-$name-$v.%p.log" fake_run "$PROGS/preflight_cases" "$name" 2>&1 | grep RESULT)
+    case "$bare" in
+      *"reg=0 win=(nil)"*|*"reg=0 win=0x"*) # NCCL alone succeeded: the same answer with ncclguard
+        want=$(echo "$bare" | sed 's/win=0x[0-9a-f]*/win=0x/'); got=$(echo "$out" | sed 's/win=0x[0-9a-f]*/win=0x/')
+        [ "$got" = "$want" ] && ! lhas "pf-$name-$v" 'decision=(degrade|error)' && pass "preflight-$name-$v-same-as-nccl ($bare)" \
+          || fail "preflight-$name-$v-same-as-nccl" "NCCL alone: $bare; with ncclguard: $out $(logs "pf-$name-$v" | grep WARN | head -1)" ;;
+      *) # NCCL alone refused it: degraded, with the reason
+        echo "$out" | grep -q "reg=0 win=(nil)" && lhas "pf-$name-$v" "decision=degrade reason=$reason" \
+          && pass "preflight-$name-$v-degrades ($bare)" \
+          || fail "preflight-$name-$v-degrades" "NCCL alone: $bare; with: $out $(logs "pf-$name-$v" | grep WARN | head -1)" ;;
+    esac
+  done
 done

@@ -6,8 +6,10 @@ FAKE_CUDA_SRC = tests/fake/fake_cuda.c tests/fake/fake_cuda_mem.c tests/fake/fak
 FAKE_NCCL_SRC = tests/fake/nccl_core.c tests/fake/nccl_group.c tests/fake/nccl_comm.c tests/fake/nccl_reg.c \
   tests/fake/nccl_coll.c
 FAKE_NCCL_HDR = tests/fake/fake_nccl.h tests/fake/fake_cuda_int.h
+# the fakes' header dependencies beyond these lists are generated (-MMD)
 
 FAKE_OUT = $(FAKE_DIR)/libcuda.so.1 $(FAKE_DIR)/libcuda.so $(FAKE_DIR)/libcudart.so.13 $(FAKE_DIR)/libcudart.so \
+  $(FAKE_DIR)/libnvidia-ml.so.1 $(FAKE_LEGACY_DIR)/libnvidia-ml.so.1 \
   $(FAKE_DIR)/libnccl.so.2 $(FAKE_DIR)/libnccl.so \
   $(FAKE_LEGACY_DIR)/libcuda.so.1 $(FAKE_LEGACY_DIR)/libcudart.so.13 $(FAKE_LEGACY_DIR)/libcudart.so \
   $(FAKE_LEGACY_DIR)/libnccl.so.2 $(FAKE_LEGACY_DIR)/libnccl.so \
@@ -19,18 +21,25 @@ $(FAKE_DIR)/libcuda.so.1: $(FAKE_CUDA_SRC) tests/fake/fake_cuda_int.h
 	@mkdir -p $(dir $@)
 	$(CC) $(FAKE_CFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,-z,defs -o $@ $(FAKE_CUDA_SRC) -lpthread
 
+$(FAKE_DIR)/libnvidia-ml.so.1: tests/fake/fake_nvml.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -Wl,-z,defs -o $@ $<
+$(FAKE_LEGACY_DIR)/libnvidia-ml.so.1: $(FAKE_DIR)/libnvidia-ml.so.1
+	@mkdir -p $(dir $@)
+	cp -f $< $@
+
 $(FAKE_DIR)/libcudart.so.13: tests/fake/fake_cudart.c $(FAKE_DIR)/libcuda.so.1
 	$(CC) $(FAKE_CFLAGS) -shared -Wl,-soname,libcudart.so.13 -Wl,-z,defs -o $@ tests/fake/fake_cudart.c \
 	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread
 
 $(FAKE_DIR)/libnccl.so.2: $(FAKE_NCCL_SRC) $(FAKE_NCCL_HDR) $(FAKE_DIR)/libcuda.so.1
 	$(CC) $(FAKE_CFLAGS) -shared -Wl,-soname,libnccl.so.2 -Wl,-z,defs -o $@ $(FAKE_NCCL_SRC) \
-	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt
+	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt -ldl
 
 $(FAKE_LEGACY_DIR)/libnccl.so.2: $(FAKE_NCCL_SRC) $(FAKE_NCCL_HDR) $(FAKE_DIR)/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(FAKE_CFLAGS) -DFAKE_LEGACY -shared -Wl,-soname,libnccl.so.2 -Wl,-z,defs -o $@ $(FAKE_NCCL_SRC) \
-	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt
+	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt -ldl
 
 $(FAKE_DIR)/libcuda.so: $(FAKE_DIR)/libcuda.so.1
 	@ln -sf libcuda.so.1 $@

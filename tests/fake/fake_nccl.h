@@ -35,6 +35,11 @@ ncclResult_t pncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const *devComm);
 extern __thread int fn_depth;
 int fn_version(void);
 int fn_env_int(const char *name, int dflt);
+/* An NCCL_* parameter as NCCL reads it: strtoll base 0, once per process, default if unparsable. */
+long long fn_param(const char *name, long long dflt);
+/* Symmetric support of a communicator (docs/NCCL.md): per version from NCCL_WIN_ENABLE,
+ * NCCL_CUMEM_ENABLE, NCCL_P2P_DISABLE (before 2.28.7), the rank count and NVML's P2P status. */
+int fn_symmetric(struct ncclComm *c);
 void fn_trace(const char *fn, ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void fn_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define ENTER() (fn_depth++)
@@ -102,6 +107,8 @@ struct ncclComm {
   int damaged;          /* a failed registration left it unusable: ncclInternalError */
   ncclResult_t async;   /* what ncclCommGetAsyncError reports */
   volatile int aborted, revoked;
+  volatile int revoke_epoch; /* bumped by ncclCommRevoke: host waits begun before it end (abort flag) */
+  int sym;              /* symmetric support (fn_symmetric), -1 until computed */
   int inflight;         /* collectives enqueued and not finished */
   int ndevcomm;
   struct ncclWindow_vidmem *wins;
@@ -146,6 +153,8 @@ struct fn_op {
   int failed;
   ncclResult_t res;
   uint64_t gen;         /* exchange generation taken at post */
+  int on_simulate;      /* still performed by ncclGroupSimulateEnd (registrations; NCCL source) */
+  int posted;           /* fn_run_now bookkeeping for the current stage */
   void *arg;            /* kind-specific */
 };
 struct fn_op *fn_op_new(struct ncclComm *c, int nstages, fn_stage_t stage, fn_finish_t finish, void *arg);

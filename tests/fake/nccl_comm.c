@@ -457,6 +457,7 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags)
   if (r == ncclSuccess && revokeFlags != NCCL_REVOKE_DEFAULT) { fn_set_error("revokeFlags must be 0"); r = ncclInvalidArgument; }
   if (r == ncclSuccess) {
     comm->revoked = 1; /* in-flight collectives stop waiting for peers */
+    __atomic_add_fetch(&comm->revoke_epoch, 1, __ATOMIC_RELEASE); /* and host waits begun before it */
     if (comm->shm) { fn_shm_lock(comm->shm); fn_shm_wake(comm->shm); fn_shm_unlock(comm->shm); }
     pthread_mutex_lock(&comm->lk);
     pthread_cond_broadcast(&comm->cv);

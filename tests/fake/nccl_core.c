@@ -23,6 +23,27 @@ int fn_env_int(const char *name, int dflt)
   return e && *e ? atoi(e) : dflt;
 }
 
+long long fn_param(const char *name, long long dflt)
+{
+  static struct { char name[48]; long long v; } cache[32];
+  static int n;
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(cache[i].name, name)) { long long v = cache[i].v; pthread_mutex_unlock(&mu); return v; }
+  const char *e = getenv(name);
+  long long v = dflt;
+  if (e && *e) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(e, &end, 0);
+    if (!errno && end != e) v = x;
+  }
+  if (n < 32) { snprintf(cache[n].name, sizeof cache[n].name, "%s", name); cache[n++].v = v; }
+  pthread_mutex_unlock(&mu);
+  return v;
+}
+
 int fn_version(void)
 {
   static int v;
@@ -126,6 +147,7 @@ struct ncclComm *fn_comm_new(void)
   if (!c) return NULL;
   c->magic = 0xc0115eed;
   c->state = ST_INIT;
+  c->sym = -1;
   c->async = ncclSuccess;
   pthread_mutex_init(&c->lk, NULL);
   pthread_cond_init(&c->cv, NULL);
@@ -329,9 +351,14 @@ ncclResult_t fn_xpost(struct ncclComm *c, uint64_t gen, const void *rec, size_t 
 {
   struct fn_shm *s = c->shm;
   struct fn_xslot *x = &s->x[gen % FN_XSLOTS];
+  int e0 = c->revoke_epoch;
   fn_shm_lock(s);
-  while (x->gen != gen && !c->aborted) fn_shm_wait(s);
-  if (c->aborted) { fn_shm_unlock(s); return ncclInternalError; }
+  while (x->gen != gen && !c->aborted && c->revoke_epoch == e0) fn_shm_wait(s);
+  if (c->aborted || c->revoke_epoch != e0) { /* abort flag seen: NCCL's bootstrap returns an internal error */
+    fn_shm_unlock(s);
+    fn_set_error("bootstrap wait interrupted: communicator aborted or revoked");
+    return ncclInternalError;
+  }
   memset(x->rec[c->rank], 0, FN_XREC);
   memcpy(x->rec[c->rank], rec, len < FN_XREC ? len : FN_XREC);
   x->arrived++;
@@ -344,9 +371,14 @@ ncclResult_t fn_xcomplete(struct ncclComm *c, uint64_t gen, unsigned char (*out)
 {
   struct fn_shm *s = c->shm;
   struct fn_xslot *x = &s->x[gen % FN_XSLOTS];
+  int e0 = c->revoke_epoch;
   fn_shm_lock(s);
-  while (x->gen == gen && x->arrived < c->nranks && !c->aborted) fn_shm_wait(s);
-  if (c->aborted) { fn_shm_unlock(s); return ncclInternalError; }
+  while (x->gen == gen && x->arrived < c->nranks && !c->aborted && c->revoke_epoch == e0) fn_shm_wait(s);
+  if (c->aborted || c->revoke_epoch != e0) {
+    fn_shm_unlock(s);
+    fn_set_error("bootstrap wait interrupted: communicator aborted or revoked");
+    return ncclInternalError;
+  }
   if (out) memcpy(out, x->rec, (size_t)c->nranks * FN_XREC);
   if (++x->departed == c->nranks) {
     x->arrived = x->departed = 0;

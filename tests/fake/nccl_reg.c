@@ -2,6 +2,7 @@
  * registration (FACTS 1, 3, 4) and device communicators. */
 #define _GNU_SOURCE
 #include "fake_nccl.h"
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,10 +129,84 @@ struct reg_arg {
   size_t size;
   ncclWindow_t *win;    /* the caller's own pointer: written at group end (FACTS 4) */
   int flags;
-  int skip;             /* decided locally, no exchange: 1 = NULL window, 2 = local handle */
+  int skip;             /* decided locally, no exchange: 1 = NULL window, 2 = local handle, 3 = *win untouched */
+  int in_group;         /* issued inside the application's ncclGroupStart/End */
   CUdeviceptr va;
   size_t va_size;
 };
+
+/* ---- symmetric support (docs/NCCL.md, from NCCL's init.cc and transport.cc per version) ---- */
+static int all_p2p = 1;
+static pthread_once_t p2p_once = PTHREAD_ONCE_INIT;
+static void p2p_probe(void)
+{
+  void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  int (*count)(unsigned *) = h ? (int (*)(unsigned *))dlsym(h, "nvmlDeviceGetCount_v2") : NULL;
+  int (*handle)(unsigned, void **) = h ? (int (*)(unsigned, void **))dlsym(h, "nvmlDeviceGetHandleByIndex_v2") : NULL;
+  int (*p2p)(void *, void *, int, int *) = h ? (int (*)(void *, void *, int, int *))dlsym(h, "nvmlDeviceGetP2PStatus") : NULL;
+  unsigned n = 0;
+  int ok = 1;
+  if (count && handle && p2p && count(&n) == 0)
+    for (unsigned i = 0; i < n && ok; i++)
+      for (unsigned j = 0; j < n && ok; j++) {
+        void *a, *b;
+        int r = 0, w = 0;
+        if (i == j || handle(i, &a) || handle(j, &b)) continue;
+        if (p2p(a, b, 0, &r) || p2p(a, b, 1, &w) || r || w) ok = 0;
+      }
+  all_p2p = ok;
+}
+static int nvml_all_p2p(void)
+{
+  pthread_once(&p2p_once, p2p_probe);
+  return all_p2p;
+}
+
+static int cumem_on(void)
+{
+  long long v = fn_param("NCCL_CUMEM_ENABLE", -2); /* -2 auto: the fake driver is 13.0 with VMM */
+  return v >= 0 ? v != 0 : v == -2;
+}
+
+int fn_symmetric(struct ncclComm *c)
+{
+  if (c->sym >= 0) return c->sym;
+  int v = fn_version(), s;
+  if (fn_env_int("FAKE_NCCL_NO_SYMMETRIC", 0)) s = 0;
+  else if (!fn_param("NCCL_WIN_ENABLE", 1) || !cumem_on()) s = 0;
+  else if (v < 22807) /* isAllDirectP2p: >1 local rank, the P2P variables count (one node in the fake) */
+    s = c->nranks > 1 && !fn_param("NCCL_P2P_DISABLE", 0) && nvml_all_p2p();
+  else /* isAllCudaP2p: NVML only (2.29+: and one LSA team, always here) */
+    s = nvml_all_p2p();
+  c->sym = s;
+  return s;
+}
+
+/* ncclCommQueryProperties (2.29.2+): deviceApiSupport is symmetricSupport. The prefix of
+ * ncclCommProperties_t that is the same in 2.29.2 - 2.30.7. */
+struct fake_props {
+  size_t size;
+  unsigned magic, version;
+  int rank, nRanks, cudaDev, nvmlDev;
+  unsigned char deviceApiSupport;
+};
+ncclResult_t pncclCommQueryProperties(ncclComm_t comm, struct fake_props *p);
+ncclResult_t pncclCommQueryProperties(ncclComm_t comm, struct fake_props *p)
+{
+  ENTER();
+  ncclResult_t r = fn_check_comm(comm, 1);
+  if (r == ncclSuccess && (!p || p->size < sizeof *p)) { fn_set_error("props argument invalid"); r = ncclInvalidArgument; }
+  if (r == ncclSuccess && (p->magic != 0xcafebeef || p->version > (unsigned)fn_version())) {
+    fn_set_error("ncclCommProperties_t: bad magic or version %u", p->version);
+    r = ncclInvalidUsage;
+  }
+  if (r == ncclSuccess) {
+    p->rank = comm->rank; p->nRanks = comm->nranks; p->cudaDev = comm->dev; p->nvmlDev = comm->dev;
+    p->deviceApiSupport = (unsigned char)fn_symmetric(comm);
+  }
+  return LEAVE("ncclCommQueryProperties", r, "comm=%p", (void *)comm);
+}
+FN_ALIAS(ncclCommQueryProperties);
 
 static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
 {
@@ -142,37 +217,62 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
   if (complete) return a->skip ? ncclSuccess : fn_xcomplete(c, op->gen, NULL);
 
   if (c->damaged) { fn_set_error("communicator %p is in an error state after a failed registration", (void *)c); return ncclInternalError; }
-  if (fn_env_int("FAKE_NCCL_NO_SYMMETRIC", 0)) { /* FACTS 3 (NCCL_CUMEM_ENABLE=0) and 4 (NVIDIA/nccl#1963) */
-    a->skip = v >= 22900 ? 1 : 2;
+  if (!fn_symmetric(c)) {
+    /* no exchange, any buffer: 2.27 a window over a local registration (NULL when
+     * NCCL_LOCAL_REGISTER=0 or cuMem is off), 2.28 the local registration handle (*win untouched
+     * when NCCL_LOCAL_REGISTER=0), 2.29+ a NULL window (FACTS 3, 7; NVIDIA/nccl#1963) */
+    int lr = fn_param("NCCL_LOCAL_REGISTER", 1) != 0;
+    a->skip = v < 22800 ? (lr && cumem_on() ? 2 : 1) : v < 22900 ? (lr ? 2 : 3) : 1;
     return ncclSuccess;
   }
-  if (!is_device(a->buff)) { fn_set_error("window buffer %p is not device memory", a->buff); return ncclInvalidArgument; }
   CUdeviceptr base = 0;
   size_t asz = 0;
-  cuMemGetAddressRange(&base, &asz, (CUdeviceptr)(uintptr_t)a->buff);
-  if ((uintptr_t)a->buff + a->size > (uintptr_t)base + asz) {
-    fn_set_error("window [%p, +%zu) exceeds its allocation", a->buff, a->size);
+  if (!is_device(a->buff) || cuMemGetAddressRange(&base, &asz, (CUdeviceptr)(uintptr_t)a->buff) != CUDA_SUCCESS) {
+    fn_set_error("window buffer %p is not device memory", a->buff);
     return ncclInvalidArgument;
   }
-  if (v < 22800 && (((uintptr_t)a->buff % MB2) || (a->size % MB2))) { /* 2.27 (FACTS 4) */
-    fprintf(stderr, "fake-nccl %d WARN NCCL window registration requires 2MB aligned buffer and size (buff %p size %zu)\n",
-            (int)getpid(), a->buff, a->size);
-    a->skip = 1;
+  uintptr_t p = (uintptr_t)a->buff;
+  int inside = a->size <= asz && p - (uintptr_t)base <= asz - a->size;
+  if (v < 22800 && (base % MB2 || asz % MB2 || !inside)) { /* 2.27: allocation base/size, containment */
+    fprintf(stderr, "fake-nccl %d WARN NCCL window registration requires a 2MB aligned allocation containing the "
+            "buffer (buff %p size %zu)\n", (int)getpid(), a->buff, a->size);
+    a->skip = 1; /* success with a NULL window, on this rank alone (its peers wait) */
     return ncclSuccess;
+  }
+  if (v >= 22900 && v < 23000 && !inside) { /* 2.29: one allocation */
+    fn_set_error("window [%p, +%zu) spans more than one allocation", a->buff, a->size);
+    return ncclInvalidArgument;
+  }
+  if (v >= 23000 && !inside) { /* 2.30+: every segment mapped VMM memory */
+    CUdeviceptr b2 = 0;
+    size_t s2 = 0;
+    CUmemGenericAllocationHandle h2;
+    const char *last = (const char *)a->buff + a->size - 1;
+    if ((uintptr_t)last < p || cuMemGetAddressRange(&b2, &s2, (CUdeviceptr)(uintptr_t)last) != CUDA_SUCCESS ||
+        cuMemRetainAllocationHandle(&h2, (void *)last) != CUDA_SUCCESS) {
+      fn_set_error("window [%p, +%zu) runs into memory that is not mapped VMM memory", a->buff, a->size);
+      return ncclInvalidArgument;
+    }
+    cuMemRelease(h2);
+  }
+  if (v >= 22800 && (p - (uintptr_t)base) % NCCL_WIN_REQUIRED_ALIGNMENT) {
+    fn_set_error("window buffer offset %zu in its allocation is not a multiple of %d",
+                 (size_t)(p - (uintptr_t)base), NCCL_WIN_REQUIRED_ALIGNMENT);
+    return ncclInvalidArgument;
   }
   CUmemGenericAllocationHandle h;
   CUresult cr = cuMemRetainAllocationHandle(&h, a->buff);
   if (cr != CUDA_SUCCESS) { /* cudaMalloc memory (FACTS 3/4): this rank leaves, peers wait forever */
-    c->damaged = 1;
-    __atomic_store_n(&c->async, ncclUnhandledCudaError, __ATOMIC_RELEASE);
+    /* inside a group the communicator is left damaged (FACTS 3: the next group fails with an
+     * internal error); alone, a later ncclMemAlloc registration and a device communicator work
+     * (FACTS 7, measured on 2.28.9) */
+    if (a->in_group) {
+      c->damaged = 1;
+      __atomic_store_n(&c->async, ncclUnhandledCudaError, __ATOMIC_RELEASE);
+    }
     return cuda_fail(cr, "cuMemRetainAllocationHandle: window buffer is not from the CUDA VMM API");
   }
   cuMemRelease(h);
-  if (((uintptr_t)a->buff - (uintptr_t)base) % NCCL_WIN_REQUIRED_ALIGNMENT) {
-    fn_set_error("window buffer offset %zu in its allocation is not a multiple of %d",
-                 (size_t)((uintptr_t)a->buff - (uintptr_t)base), NCCL_WIN_REQUIRED_ALIGNMENT);
-    return ncclInvalidArgument;
-  }
   /* Reserve address space for the peers' mappings: a potentially unsafe call that fails under
    * a global stream capture (FACTS 3); 2.30.7 fixed it (modelled with relaxed capture mode). */
   a->va_size = (a->size + MB2 - 1) / MB2 * MB2;
@@ -193,6 +293,7 @@ static void reg_finish(struct fn_op *op, ncclResult_t r)
     if (a->va) cuMemAddressFree(a->va, a->va_size);
     return;
   }
+  if (a->skip == 3) return; /* 2.28 with NCCL_LOCAL_REGISTER=0 and no symmetric support */
   if (a->skip == 1) { if (a->win) *a->win = NULL; return; }
   struct ncclWindow_vidmem *w = calloc(1, sizeof *w);
   w->magic = 0x3172d0; w->comm = op->comm; w->buff = a->buff; w->size = a->size; w->flags = a->flags;
@@ -225,8 +326,9 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
   if ((r = fn_check_comm(comm, 0)) != ncclSuccess) goto out;
   if (!win || !buff || size == 0) goto out; /* 2.28: success, *win untouched (FACTS 4) */
   struct reg_arg *a = calloc(1, sizeof *a);
-  a->buff = buff; a->size = size; a->win = win; a->flags = winFlags;
+  a->buff = buff; a->size = size; a->win = win; a->flags = winFlags; a->in_group = fn_in_group();
   struct fn_op *op = fn_op_new(comm, 1, reg_stage, reg_finish, a);
+  if (op) op->on_simulate = 1;
   /* 2.28+ defer the work to group end (FACTS 4); 2.27 registers inside the call */
   r = v >= 22800 ? fn_submit(op) : fn_run_now(op);
   /* On a nonblocking communicator real NCCL 2.28.9 returns ncclSuccess here and finishes in the

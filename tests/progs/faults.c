@@ -1,0 +1,279 @@
+/* faults: window registration under faults, one process per rank (fork), rank r on GPU r % ndev.
+ * The same source runs against the fakes (CI) and a real NCCL (tests/gpu/run).
+ *
+ *   faults late [-n N] --late SEC      the last rank reaches the registration SEC seconds late
+ *   faults abort --abort-ms MS          rank 0 registers while the last rank never comes; a
+ *                                       watchdog thread of rank 0 aborts its communicator after MS
+ *   faults many --windows K             K windows registered in one ncclGroupStart/End
+ *   faults degrade-devcomm              cudaMalloc window (fails or degrades), deregistered, then an
+ *                                       ncclMemAlloc window and ncclDevCommCreate
+ *   faults cycles --cycles C [--seed S] [--faults MASK]
+ *                                       C registration cycles, each with a random fault (bit 0 a late
+ *                                       peer, 1 an abort of every rank, 2 a cudaMalloc buffer on one
+ *                                       rank, 3 size 0 on one rank; MASK picks them, default 0xf); the
+ *                                       communicator is recreated after an abort or an error;
+ *                                       --max-growth-kb K fails a rank whose VmRSS grew more than K
+ * Every rank prints "RESULT rank=R ..." lines; the parent exits 124 if a rank is still running after
+ * --timeout SEC (default 60), 1 if a rank failed its checks, else 0. A rank's checks: the calls
+ * return (no hang, no crash); in `cycles`, every rank saw the same outcome class in each cycle and
+ * memory (VmRSS) and descriptors stay flat. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+
+struct shared {
+  volatile int gen;         /* unique id generation */
+  ncclUniqueId id[2];
+  unsigned char outcome[64][20000]; /* cycles: each rank's outcome class per cycle */
+};
+static struct shared* sh;
+static const char* mode;
+static int nranks = 2, windows = 1000, cycles = 100, timeout_s = 60, abort_ms = 500;
+static double late_s = 4;
+static unsigned seed = 1, fault_mask = 0xf;
+static long max_growth_kb = -1;
+
+static void share_id(int rank, int gen) {
+  /* rank 0 publishes id generation `gen`; the others wait for it */
+  if (rank == 0) {
+    ncclGetUniqueId(&sh->id[gen % 2]);
+    __atomic_store_n(&sh->gen, gen, __ATOMIC_RELEASE);
+  } else {
+    while (__atomic_load_n(&sh->gen, __ATOMIC_ACQUIRE) < gen) usleep(200);
+  }
+}
+
+static ncclComm_t init_comm(int rank, int gen) {
+  share_id(rank, gen);
+  ncclComm_t c = NULL;
+  ncclResult_t r = ncclCommInitRank(&c, nranks, sh->id[gen % 2], rank);
+  if (r != ncclSuccess) {
+    ng_say("RESULT rank=%d init=%s", rank, ng_rc_name(r));
+    return NULL;
+  }
+  return c;
+}
+
+struct aborter { ncclComm_t comm; int ms; int done; };
+static void* abort_main(void* a) {
+  struct aborter* ab = a;
+  usleep((useconds_t)ab->ms * 1000);
+  ncclResult_t r = ncclCommAbort(ab->comm);
+  ng_say("rank 0: watchdog ncclCommAbort -> %s", ng_rc_name(r));
+  __atomic_store_n(&ab->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+typedef ncclResult_t (*devcomm_fn)(ncclComm_t, const void*, void*);
+
+static int run_rank(int rank) {
+  int ndev = 1;
+  cudaGetDeviceCount(&ndev);
+  cudaSetDevice(rank % (ndev > 0 ? ndev : 1));
+  int bad = 0;
+  if (!strcmp(mode, "late")) {
+    ncclComm_t c = init_comm(rank, 1);
+    if (!c) return 1;
+    void* b = NULL;
+    ncclMemAlloc(&b, 1 << 21);
+    if (rank == nranks - 1) usleep((useconds_t)(late_s * 1e6));
+    ncclWindow_t w = NULL;
+    double t0 = ng_now_us();
+    ncclResult_t r = ncclCommWindowRegister(c, b, 1 << 21, &w, NCCL_WIN_COLL_SYMMETRIC);
+    ng_say("rank %d/%d: RESULT %s rank=%d reg=%s win=%s ms=%.0f", rank, nranks, r == ncclSuccess ? "ok" : "fail", rank,
+           ng_rc_name(r), w ? "set" : "null", (ng_now_us() - t0) / 1e3);
+    if (r == ncclSuccess && w) ncclCommWindowDeregister(c, w);
+    if (r == ncclSuccess) ncclCommDestroy(c);
+    else ncclCommAbort(c);
+    ncclMemFree(b);
+    bad = r != ncclSuccess;
+  } else if (!strcmp(mode, "abort")) {
+    ncclComm_t c = init_comm(rank, 1);
+    if (!c) return 1;
+    if (rank == nranks - 1) { /* never registers: waits, then leaves */
+      usleep((useconds_t)abort_ms * 4000);
+      ncclCommAbort(c);
+      ng_say("rank %d/%d: RESULT ok rank=%d absent", rank, nranks, rank);
+      return 0;
+    }
+    void* b = NULL;
+    ncclMemAlloc(&b, 1 << 21);
+    struct aborter ab = {c, abort_ms, 0};
+    pthread_t t;
+    if (rank == 0) pthread_create(&t, NULL, abort_main, &ab);
+    ncclWindow_t w = NULL;
+    double t0 = ng_now_us();
+    ncclResult_t r = ncclCommWindowRegister(c, b, 1 << 21, &w, NCCL_WIN_COLL_SYMMETRIC);
+    /* the peer never came: an error is the only right answer (NCCL alone: ncclInternalError) */
+    ng_say("rank %d/%d: RESULT %s rank=%d reg=%s win=%s ms=%.0f", rank, nranks, r != ncclSuccess ? "ok" : "fail", rank,
+           ng_rc_name(r), w ? "set" : "null", (ng_now_us() - t0) / 1e3);
+    if (rank == 0) pthread_join(t, NULL);
+    else ncclCommAbort(c);
+    if (r == ncclSuccess) bad = 1; /* the peer never came: success is impossible */
+    ncclMemFree(b);
+  } else if (!strcmp(mode, "many")) {
+    ncclComm_t c = init_comm(rank, 1);
+    if (!c) return 1;
+    size_t each = 64 << 10;
+    char* b = NULL;
+    ncclMemAlloc((void**)&b, each * (size_t)windows);
+    ncclWindow_t* w = calloc((size_t)windows, sizeof *w);
+    double t0 = ng_now_us();
+    ncclResult_t g = ncclGroupStart(), r = ncclSuccess;
+    for (int i = 0; i < windows && r == ncclSuccess; i++)
+      r = ncclCommWindowRegister(c, b + each * (size_t)i, each, &w[i], NCCL_WIN_COLL_SYMMETRIC);
+    ncclResult_t e = ncclGroupEnd();
+    int set = 0;
+    for (int i = 0; i < windows; i++) set += w[i] != NULL;
+    ng_say("rank %d/%d: RESULT %s rank=%d windows=%d start=%s reg=%s end=%s set=%d ms=%.0f", rank, nranks,
+           e == ncclSuccess && r == ncclSuccess ? "ok" : "fail", rank, windows, ng_rc_name(g), ng_rc_name(r),
+           ng_rc_name(e), set, (ng_now_us() - t0) / 1e3);
+    for (int i = 0; i < windows; i++)
+      if (w[i]) ncclCommWindowDeregister(c, w[i]);
+    bad = e != ncclSuccess || r != ncclSuccess;
+    if (bad) ncclCommAbort(c);
+    else ncclCommDestroy(c);
+    ncclMemFree(b);
+    free(w);
+  } else if (!strcmp(mode, "degrade-devcomm")) {
+    ncclComm_t c = init_comm(rank, 1);
+    if (!c) return 1;
+    void *cm = NULL, *vm = NULL;
+    cudaMalloc(&cm, 1 << 21);
+    ncclMemAlloc(&vm, 1 << 21);
+    ncclWindow_t w1 = NULL, w2 = NULL;
+    ncclResult_t r1 = ncclCommWindowRegister(c, cm, 1 << 21, &w1, NCCL_WIN_COLL_SYMMETRIC);
+    ncclResult_t d1 = ncclCommWindowDeregister(c, w1);
+    ncclResult_t r2 = ncclCommWindowRegister(c, vm, 1 << 21, &w2, NCCL_WIN_COLL_SYMMETRIC);
+    devcomm_fn create = (devcomm_fn)dlsym(RTLD_DEFAULT, "ncclDevCommCreate");
+    static unsigned char reqs[256], out[4096]; /* zeroed requirements: NCCL 2.28's "none" */
+    ncclResult_t rd = create ? create(c, reqs, out) : ncclInvalidUsage;
+    bad = r2 != ncclSuccess || (create && rd != ncclSuccess);
+    ng_say("rank %d/%d: RESULT %s rank=%d first=%s win1=%s dereg=%s second=%s win2=%s devcomm=%s", rank, nranks,
+           bad ? "fail" : "ok", rank, ng_rc_name(r1), w1 ? "set" : "null", ng_rc_name(d1), ng_rc_name(r2),
+           w2 ? "set" : "null", create ? ng_rc_name(rd) : "absent");
+    if (w2) ncclCommWindowDeregister(c, w2);
+    ncclCommDestroy(c);
+    cudaFree(cm);
+    ncclMemFree(vm);
+  } else if (!strcmp(mode, "cycles")) {
+    /* every rank draws the same fault sequence from the seed */
+    unsigned s = seed;
+    int gen = 1;
+    ncclComm_t c = init_comm(rank, gen);
+    void *vm = NULL, *cm = NULL;
+    ncclMemAlloc(&vm, 1 << 21);
+    cudaMalloc(&cm, 1 << 21);
+    long rss0 = 0;
+    int fd0 = 0, counts[4] = {0};
+    for (int k = 0; k < cycles && c; k++) {
+      s = s * 1103515245u + 12345u;
+      int fault = (int)((s >> 16) % 4), victim = (int)((s >> 8) % (unsigned)nranks);
+      while (!(fault_mask & (1u << fault))) fault = (fault + 1) % 4;
+      counts[fault]++;
+      if (k == cycles / 10) rss0 = ng_vmrss_kb(), fd0 = ng_fd_count();
+      ncclWindow_t w = NULL;
+      void* buf = vm;
+      size_t size = 1 << 21;
+      if (fault == 0 && rank == victim) usleep(20000);            /* a late peer, well inside the timeout */
+      if (fault == 2 && rank == victim) buf = cm;                 /* a bad buffer on one rank */
+      if (fault == 3 && rank == victim) size = 0;                 /* a bad size on one rank */
+      ncclResult_t r = fault == 1 ? ncclSuccess : ncclCommWindowRegister(c, buf, size, &w, NCCL_WIN_COLL_SYMMETRIC);
+      if (w) ncclCommWindowDeregister(c, w);
+      int cls = fault == 1 ? 3 : r != ncclSuccess ? 2 : w ? 1 : 0; /* registered / degraded / error / aborted */
+      if (k < 20000) sh->outcome[rank][k] = (unsigned char)(cls + 1);
+      if (fault == 1 || r != ncclSuccess) { /* an abort of every rank (or after an error): a new communicator */
+        ncclCommAbort(c);
+        c = init_comm(rank, ++gen);
+      }
+      if (fault == 2 || fault == 3) {
+        if (cls == 1) bad = 1, ng_say("rank %d cycle %d: a window from a bad buffer", rank, k);
+      }
+    }
+    long rss1 = ng_vmrss_kb();
+    int fd1 = ng_fd_count();
+    ng_say("RESULT rank=%d cycles=%d late=%d abort=%d badbuf=%d badsize=%d rss_kb=%ld->%ld fds=%d->%d", rank, cycles,
+           counts[0], counts[1], counts[2], counts[3], rss0, rss1, fd0, fd1);
+    if (fd1 > fd0 + 2) bad = 1, ng_say("rank %d: descriptors grew %d -> %d", rank, fd0, fd1);
+    if (max_growth_kb >= 0 && rss0 > 0 && rss1 > rss0 + max_growth_kb)
+      bad = 1, ng_say("rank %d: memory grew %ld -> %ld kB", rank, rss0, rss1);
+    if (c) ncclCommDestroy(c);
+    ncclMemFree(vm);
+    cudaFree(cm);
+  } else {
+    fprintf(stderr, "faults: unknown mode %s\n", mode);
+    return 2;
+  }
+  return bad;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: faults late|abort|many|degrade-devcomm|cycles [-n N] [--late SEC] [--abort-ms MS] "
+                    "[--windows K] [--cycles C] [--seed S] [--faults MASK] [--max-growth-kb K] [--timeout SEC]\n");
+    return 2;
+  }
+  mode = argv[1];
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const char *k = argv[i], *v = argv[i + 1];
+    if (!strcmp(k, "-n")) nranks = atoi(v);
+    else if (!strcmp(k, "--late")) late_s = atof(v);
+    else if (!strcmp(k, "--abort-ms")) abort_ms = atoi(v);
+    else if (!strcmp(k, "--windows")) windows = atoi(v);
+    else if (!strcmp(k, "--cycles")) cycles = atoi(v);
+    else if (!strcmp(k, "--seed")) seed = (unsigned)strtoul(v, NULL, 0);
+    else if (!strcmp(k, "--max-growth-kb")) max_growth_kb = atol(v);
+    else if (!strcmp(k, "--faults")) fault_mask = (unsigned)strtoul(v, NULL, 0) & 0xf;
+    else if (!strcmp(k, "--timeout")) timeout_s = atoi(v);
+    else { fprintf(stderr, "faults: unknown option %s\n", k); return 2; }
+  }
+  if (nranks < 2 || nranks > 64) { fprintf(stderr, "faults: -n must be 2..64\n"); return 2; }
+  sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  pid_t pid[64];
+  for (int r = 0; r < nranks; r++) {
+    pid[r] = fork();
+    if (pid[r] == 0) _exit(run_rank(r));
+  }
+  int rc = 0, left = nranks;
+  double t0 = ng_now_us();
+  while (left > 0) {
+    int st;
+    pid_t p = waitpid(-1, &st, WNOHANG);
+    if (p > 0) {
+      left--;
+      if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+        ng_say("faults: rank process %d %s %d", (int)p, WIFEXITED(st) ? "exited" : "killed by signal",
+               WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+        if (rc == 0) rc = 1;
+      }
+      continue;
+    }
+    if (ng_now_us() - t0 > timeout_s * 1e6) {
+      ng_say("RESULT hang: %d rank(s) still running after %d s", left, timeout_s);
+      for (int r = 0; r < nranks; r++) kill(pid[r], SIGKILL);
+      while (waitpid(-1, NULL, 0) > 0) {}
+      return 124;
+    }
+    usleep(10000);
+  }
+  if (!strcmp(mode, "cycles")) { /* every rank ended every cycle the same way */
+    int diverged = 0;
+    for (int k = 0; k < cycles && k < 20000; k++)
+      for (int r = 1; r < nranks; r++)
+        if (sh->outcome[r][k] != sh->outcome[0][k]) {
+          if (diverged++ < 5) ng_say("faults: cycle %d: rank 0 outcome %d, rank %d outcome %d", k, sh->outcome[0][k] - 1, r, sh->outcome[r][k] - 1);
+        }
+    ng_say("RESULT cycles diverged=%d", diverged);
+    if (diverged && rc == 0) rc = 1;
+  }
+  return rc;
+}
