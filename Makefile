@@ -38,6 +38,10 @@ $(BUILD)/shim/%.o: shim/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -MMD -MP -c $< -o $@
 -include $(SHIM_OBJ:.o=.d)
+# The indirect-function resolvers may run before sanitizer runtimes are set up: never instrumented.
+$(BUILD)/shim/exports.o: shim/exports.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) $(CFLAGS) -fPIC -pthread -fvisibility=hidden -MMD -MP -c $< -o $@
 
 lib: $(SHIM)
 

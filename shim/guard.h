@@ -9,6 +9,15 @@
 #include "nccl_abi.h" /* NCCL's ABI in our own words: no nccl.h needed */
 
 #define NG_API __attribute__((visibility("default")))
+/* A wrapper of a function some NCCL versions lack: defined as ng_w_<name> and exported as an
+ * indirect function by exports.c; linked into a test program (NG_NO_IFUNC), exported as itself. */
+#ifndef NG_NO_IFUNC
+#define NG_OPT(name) ng_w_##name
+#define NG_OPT_API
+#else
+#define NG_OPT(name) name
+#define NG_OPT_API NG_API
+#endif
 
 /* ---- configuration (config.c) ---------------------------------------------------------- */
 enum ng_level { NG_LOG_OFF = 0, NG_LOG_WARN = 1, NG_LOG_INFO = 2, NG_LOG_TRACE = 3 };

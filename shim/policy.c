@@ -187,8 +187,10 @@ static void phase_preflight(struct ng_regreq* reqs, int n) {
     r->facts = 0;
     if (!r->arg_reason && ng_cfg.preflight) ng_preflight(r->buff, r->size, r->cv.dev, r->rules.version, &r->facts);
     if (!r->arg_reason && ng_capture_hazard(r->rules.version)) {
-      if (ng_cfg.capture == NG_CAPTURE_RELAXED) r->relaxed = 1;
-      else r->arg_reason = NG_R_CAPTURING; /* NCCLGUARD_CAPTURE=degrade */
+      /* relaxed capture mode lets 2.28 - 2.30.6 register with the capture intact (measured on H200);
+       * 2.27 fails and invalidates the capture even then (measured): degrade there */
+      if (ng_cfg.capture == NG_CAPTURE_RELAXED && r->rules.version >= 22800) r->relaxed = 1;
+      else r->arg_reason = NG_R_CAPTURING;
     }
   }
 }

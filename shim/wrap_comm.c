@@ -109,7 +109,8 @@ NG_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUni
   return res;
 }
 
-NG_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+/* exported through shim/exports.c */
+NG_OPT_API ncclResult_t NG_OPT(ncclCommInitRankScalable)(ncclComm_t* newcomm, int nranks, int myrank, int nId,
                                              ncclUniqueId* commIds, ncclConfig_t* config) {
   ncclResult_t res;
   if (ng_bypass()) {
@@ -175,7 +176,8 @@ NG_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
   return res;
 }
 
-NG_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+/* exported through shim/exports.c */
+NG_OPT_API ncclResult_t NG_OPT(ncclCommShrink)(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                                    ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   ncclResult_t res;
   if (ng_bypass()) {
@@ -199,7 +201,8 @@ NG_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int e
   return res;
 }
 
-NG_API ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+/* exported through shim/exports.c */
+NG_OPT_API ncclResult_t NG_OPT(ncclCommGrow)(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
                                  ncclComm_t* newcomm, ncclConfig_t* config) {
   ncclResult_t res;
   if (ng_bypass()) {
@@ -288,7 +291,8 @@ NG_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return end_of_life("ncclCommAbort", NG_ID_ncclCommAbort, comm, 0, NG_COMM_ABORTED);
 }
 
-NG_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+/* exported through shim/exports.c */
+NG_OPT_API ncclResult_t NG_OPT(ncclCommRevoke)(ncclComm_t comm, int revokeFlags) {
   ncclResult_t res;
   if (ng_bypass()) {
     NG_CALL(res, ncclCommRevoke, comm, revokeFlags);

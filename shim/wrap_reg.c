@@ -30,7 +30,8 @@ static int queue(struct ng_regreq* r) {
   return 0;
 }
 
-NG_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+/* exported through shim/exports.c */
+NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowRegister)(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
                                            int winFlags) {
   ncclResult_t res;
   if (ng_bypass()) {
@@ -80,7 +81,8 @@ static int dereg_answered(const char* fn, ncclComm_t comm, double t0, struct ng_
   return 0;
 }
 
-NG_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+/* exported through shim/exports.c */
+NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowDeregister)(ncclComm_t comm, ncclWindow_t win) {
   ncclResult_t res;
   double t0 = ng_now_us();
   if (ng_bypass()) {
@@ -176,7 +178,8 @@ NG_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   return res;
 }
 
-NG_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, struct ncclDevCommRequirements const* reqs,
+/* exported through shim/exports.c */
+NG_OPT_API ncclResult_t NG_OPT(ncclDevCommCreate)(ncclComm_t comm, struct ncclDevCommRequirements const* reqs,
                                       struct ncclDevComm* outDevComm) {
   ncclResult_t res;
   double t0 = ng_now_us();
@@ -209,7 +212,8 @@ NG_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, struct ncclDevCommRequire
   return res;
 }
 
-NG_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, struct ncclDevComm const* devComm) {
+/* exported through shim/exports.c */
+NG_OPT_API ncclResult_t NG_OPT(ncclDevCommDestroy)(ncclComm_t comm, struct ncclDevComm const* devComm) {
   ncclResult_t res;
   double t0 = ng_now_us();
   if (ng_bypass()) {

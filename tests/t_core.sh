@@ -7,7 +7,7 @@ want="ncclCommAbort ncclCommDeregister ncclCommDestroy ncclCommFinalize ncclComm
 ncclCommInitRank ncclCommInitRankConfig ncclCommInitRankScalable ncclCommRegister ncclCommRevoke
 ncclCommShrink ncclCommSplit ncclCommWindowDeregister ncclCommWindowRegister ncclDevCommCreate
 ncclDevCommDestroy ncclGroupEnd ncclGroupSimulateEnd ncclGroupStart"
-got=$(nm -D --defined-only "$SHIM" | awk '$2 ~ /^[TW]$/ {print $3}' | grep -v '^_' | sort | tr '\n' ' ')
+got=$(nm -D --defined-only "$SHIM" | awk '$2 ~ /^[TWi]$/ {print $3}' | grep -v '^_' | sort | tr '\n' ' ')
 exp=$(echo $want | tr ' ' '\n' | sort | tr '\n' ' ')
 [ "$got" = "$exp" ] && pass exports-exactly-wrapped || fail exports-exactly-wrapped "exported: $got"
 nm -D --defined-only "$SHIM" | grep -Eq ' (ncclAllReduce|ncclSend|ncclRecv|ncclBroadcast)$' \
@@ -98,26 +98,27 @@ out=$(env LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" timeout 30 "$B/real/no_nccl" 
   && has "$T/nonccl.log" 'cannot find the real ncclCommInitRank.*NCCLGUARD_NCCL_LIB' \
   && pass missing-nccl-clean-error || fail missing-nccl-clean-error "rc=$rc out=$out $(head -3 "$T/nonccl.log")"
 
-# --- the real libnccl of an nvidia-nccl wheel (PyTorch's way of shipping NCCL), where PyPI is reachable
+# --- the real libnccl of one release per minor version, 2.27 - 2.32 (PyPI wheels, as PyTorch ships NCCL;
+# cached in build/wheels): resolution under RTLD_LOCAL, the version in the log, NCCL's own answers
+# unchanged, and feature detection with dlsym(RTLD_DEFAULT) that sees what that NCCL has ----------------
+. "$NG_ROOT/tests/nccl_wheels.sh"
 if [ -x "$B/real/main_local" ]; then
-  W="${NG_WHEEL_CACHE:-$NG_ROOT/build/wheels}"
-  mkdir -p "$W"
-  if [ ! -f "$W/nccl/lib/libnccl.so.2" ]; then
-    timeout 120 python3 -m pip download -q --no-deps --only-binary=:all: -d "$W/dl" nvidia-nccl-cu12 >/dev/null 2>&1 &&
-      python3 -c 'import sys,zipfile,glob; z=zipfile.ZipFile(glob.glob(sys.argv[1]+"/dl/*.whl")[0]); [z.extract(n, sys.argv[1]+"/x") for n in z.namelist() if n.endswith("libnccl.so.2")]' "$W" 2>/dev/null &&
-      mkdir -p "$W/nccl/lib" && cp "$(find "$W/x" -name libnccl.so.2 | head -1)" "$W/nccl/lib/" 2>/dev/null
-  fi
-  if [ -f "$W/nccl/lib/libnccl.so.2" ]; then
-    R="$B/real"
-    bare=$(LD_LIBRARY_PATH="$R:$W/nccl/lib" timeout 60 "$R/main_local" "$R/libnccluser.so" 2>/dev/null)
-    withg=$(LD_LIBRARY_PATH="$R:$W/nccl/lib" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG=info \
-            timeout 60 "$R/main_local" "$R/libnccluser.so" 2>"$T/wheel.log")
+  R="$B/real"
+  for v in $NG_NCCL_RELEASES; do
+    W=$(ng_nccl_release "$v") || { echo "# skip real-nccl-$v: nvidia-nccl-cu13==$v not reachable on PyPI"; continue; }
+    L="$W/lib"
+    bare=$(LD_LIBRARY_PATH="$R:$L" timeout 60 "$R/main_local" "$R/libnccluser.so" 2>/dev/null)
+    withg=$(LD_LIBRARY_PATH="$R:$L" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG=info \
+            timeout 60 "$R/main_local" "$R/libnccluser.so" 2>"$T/wheel-$v.log")
     b_init=$(echo "$bare" | sed -n 's/.*initrank=\([0-9]*\).*/\1/p'); g_init=$(echo "$withg" | sed -n 's/.*initrank=\([0-9]*\).*/\1/p')
-    ver=$(echo "$bare" | sed -n 's/^version=\([0-9]*\).*/\1/p')
-    [ -n "$b_init" ] && [ "$b_init" = "$g_init" ] && has "$T/wheel.log" "found via loaded libnccl \(RTLD_NOLOAD\)" \
-      && has "$T/wheel.log" "$W/nccl/lib/libnccl.so.2" && echo "$withg" | grep -q 'register_null_comm=4' \
-      && pass "real-nccl-wheel-rtld-local (NCCL $ver)" || fail real-nccl-wheel-rtld-local "bare='$bare' with='$withg' $(head -3 "$T/wheel.log")"
-  else
-    echo "# skip real-nccl-wheel-rtld-local: PyPI not reachable (nvidia-nccl-cu12)"
-  fi
+    code=$(echo "$bare" | sed -n 's/^version=\([0-9]*\).*/\1/p')
+    [ -n "$b_init" ] && [ "$b_init" = "$g_init" ] && has "$T/wheel-$v.log" "found via loaded libnccl \(RTLD_NOLOAD\)\): NCCL $code " \
+      && has "$T/wheel-$v.log" "$L/libnccl.so.2" && echo "$withg" | grep -q 'register_null_comm=4' \
+      && pass "real-nccl-$v-rtld-local (NCCL $code: init $b_init both ways)" \
+      || fail "real-nccl-$v-rtld-local" "bare='$bare' with='$withg' $(head -3 "$T/wheel-$v.log")"
+    pb=$(LD_LIBRARY_PATH="$L" timeout 60 "$R/probe" 2>/dev/null)
+    pg=$(LD_LIBRARY_PATH="$L" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" timeout 60 "$R/probe" 2>/dev/null)
+    [ -n "$pb" ] && [ "$pb" = "$pg" ] && pass "feature-detection-$v ($(echo "$pb" | grep -o '[A-Za-z]*=absent' | sed 's/=absent//' | tr '\n' ' ' | sed 's/ $//;s/^$/all found/;s/^\([^a]\)/absent: \1/'))" \
+      || fail "feature-detection-$v" "without: $pb | with: $pg"
+  done
 fi

@@ -106,6 +106,12 @@ g cap -m proc --capture --expect-win nonnull
 NCCLGUARD_CAPTURE=degrade g capd -m proc --capture --expect-reg any
 [ $rc = 0 ] && lhas capd 'decision=degrade reason=capturing' && ! echo "$out" | grep -q 'capture=invalidated' \
   && pass capture-degrade-capture-kept || fail capture-degrade-capture-kept "$(why capd)"
+FAKE_NCCL_VERSION=22703 b cap27-bare -m proc --capture --no-allreduce --expect-reg any
+echo "$out" | grep -q 'capture=invalidated' && pass capture-2.27-invalidated-without \
+  || fail capture-2.27-invalidated-without "the fake should model 2.27 failing under capture: $out"
+FAKE_NCCL_VERSION=22703 g cap27 -m proc --capture --expect-reg any
+[ $rc = 0 ] && lhas cap27 'decision=degrade reason=capturing' && ! echo "$out" | grep -q 'capture=invalidated' \
+  && pass capture-2.27-degrades-capture-kept || fail capture-2.27-degrades-capture-kept "$(why cap27)"
 FAKE_NCCL_VERSION=23007 g cap30 -m proc --capture --expect-win nonnull
 [ $rc = 0 ] && lhas cap30 'decision=register' && pass capture-2.30.7-registers || fail capture-2.30.7-registers "$(why cap30)"
 

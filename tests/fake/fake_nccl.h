@@ -61,7 +61,9 @@ struct fn_shm {
   int attached;
   int ready;
   pthread_mutex_t mu; /* process-shared, robust */
-  pthread_cond_t cv;  /* process-shared */
+  pthread_cond_t cv;  /* (unused: a rank that dies waiting on a process-shared condvar blocks every later
+                       * broadcast in glibc; waits use the futex below instead) */
+  uint32_t wake_seq;  /* bumped (under mu) by fn_shm_wake; fn_shm_wait sleeps on it with FUTEX_WAIT */
   struct fn_xslot x[FN_XSLOTS];
   uint64_t cseq;      /* collective now running */
   uint64_t bar_gen;

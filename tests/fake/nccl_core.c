@@ -11,6 +11,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <linux/futex.h>
+#include <limits.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -273,17 +275,24 @@ void fn_shm_lock(struct fn_shm *s)
   if (e == EOWNERDEAD) pthread_mutex_consistent(&s->mu); /* a rank died inside; carry on */
 }
 void fn_shm_unlock(struct fn_shm *s) { pthread_mutex_unlock(&s->mu); }
-void fn_shm_wake(struct fn_shm *s) { pthread_cond_broadcast(&s->cv); }
+/* Wake-ups across processes on a futex of the segment (caller holds mu): a rank that dies while
+ * waiting leaves nothing behind that could block the others (it would with a process-shared
+ * condition variable). */
+void fn_shm_wake(struct fn_shm *s)
+{
+  __atomic_add_fetch(&s->wake_seq, 1, __ATOMIC_RELEASE);
+  syscall(SYS_futex, &s->wake_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
 
-/* wait with a periodic wake-up so that abort/revoke flags are noticed */
+/* wait (caller holds mu; released while asleep) with a periodic wake-up so that abort/revoke flags
+ * are noticed */
 void fn_shm_wait(struct fn_shm *s)
 {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_nsec += 50 * 1000 * 1000;
-  if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
-  int e = pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-  if (e == EOWNERDEAD) pthread_mutex_consistent(&s->mu);
+  uint32_t seq = __atomic_load_n(&s->wake_seq, __ATOMIC_ACQUIRE);
+  fn_shm_unlock(s);
+  struct timespec ts = {0, 50 * 1000 * 1000};
+  syscall(SYS_futex, &s->wake_seq, FUTEX_WAIT, seq, &ts, NULL, 0);
+  fn_shm_lock(s);
 }
 
 /* Create or open the segment of a communicator. The creator (O_EXCL winner) initialises it;

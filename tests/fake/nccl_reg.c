@@ -260,6 +260,11 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
                  (size_t)(p - (uintptr_t)base), NCCL_WIN_REQUIRED_ALIGNMENT);
     return ncclInvalidArgument;
   }
+  if (v < 22800) { /* 2.27 synchronizes the legacy stream: under a capture that fails in any capture
+                     * mode and invalidates the capture (measured on H200 with 2.27.7) */
+    CUresult sr = cuStreamSynchronize(CU_STREAM_LEGACY);
+    if (sr != CUDA_SUCCESS) return cuda_fail(sr, "cuStreamSynchronize");
+  }
   CUmemGenericAllocationHandle h;
   CUresult cr = cuMemRetainAllocationHandle(&h, a->buff);
   if (cr != CUDA_SUCCESS) { /* cudaMalloc memory (FACTS 3/4): this rank leaves, peers wait forever */

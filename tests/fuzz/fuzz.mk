@@ -16,7 +16,7 @@ FUZZ_DIR = $(BUILD)/fuzz
 FUZZ_SRCDIR = tests/fuzz
 FUZZ_NAMES = fuzz_env fuzz_path fuzz_api
 FUZZ_SAN = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS = -std=gnu11 -g -O1 -Wall -Wextra -pthread -Ishim -I$(NCCL_INCLUDE) $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE))
+FUZZ_CFLAGS = -std=gnu11 -g -O1 -Wall -Wextra -pthread -Ishim -I$(NCCL_INCLUDE) $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE)) -DNG_NO_IFUNC
 FUZZ_FAKE_LINK = -L$(abspath $(BUILD)/fake) -l:libnccl.so.2 -l:libcudart.so.13 -Wl,--disable-new-dtags,-rpath,$(abspath $(BUILD)/fake)
 FUZZ_MERGE_OPTS = -rss_limit_mb=4096 -timeout=20
 

@@ -7,6 +7,10 @@
  *   faults many --windows K             K windows registered in one ncclGroupStart/End
  *   faults degrade-devcomm              cudaMalloc window (fails or degrades), deregistered, then an
  *                                       ncclMemAlloc window and ncclDevCommCreate
+ *   faults simulate                     a registration queued in a group ended by ncclGroupSimulateEnd,
+ *                                       then one outside any group
+ *   faults devcomm-destroy              window, ncclDevCommCreate, ncclDevCommDestroy, then a cudaMalloc
+ *                                       window (degraded with ncclguard: allowed again)
  *   faults cycles --cycles C [--seed S] [--faults MASK]
  *                                       C registration cycles, each with a random fault (bit 0 a late
  *                                       peer, 1 an abort of every rank, 2 a cudaMalloc buffer on one
@@ -165,6 +169,53 @@ static int run_rank(int rank) {
     ncclCommDestroy(c);
     cudaFree(cm);
     ncclMemFree(vm);
+  } else if (!strcmp(mode, "simulate")) {
+    /* ncclGroupSimulateEnd ends the group (NCCL still performs its registrations): a registration
+     * queued in it is done, and a later one outside any group is not queued any more */
+    ncclComm_t c = init_comm(rank, 1);
+    if (!c) return 1;
+    void* b = NULL;
+    ncclMemAlloc(&b, 4 << 20);
+    ncclWindow_t w1 = NULL, w2 = NULL;
+    ncclGroupStart();
+    ncclResult_t r1 = ncclCommWindowRegister(c, b, 1 << 21, &w1, NCCL_WIN_COLL_SYMMETRIC);
+    ncclSimInfo_t si = NCCL_SIM_INFO_INITIALIZER;
+    ncclResult_t e = ncclGroupSimulateEnd(&si);
+    ncclResult_t r2 = ncclCommWindowRegister(c, (char*)b + (2 << 20), 1 << 21, &w2, NCCL_WIN_COLL_SYMMETRIC);
+    bad = r1 != ncclSuccess || e != ncclSuccess || r2 != ncclSuccess || !w2;
+    ng_say("rank %d/%d: RESULT %s rank=%d first=%s win1=%s simulate_end=%s second=%s win2=%s", rank, nranks,
+           bad ? "fail" : "ok", rank, ng_rc_name(r1), w1 ? "set" : "null", ng_rc_name(e), ng_rc_name(r2),
+           w2 ? "set" : "null");
+    if (w1) ncclCommWindowDeregister(c, w1);
+    if (w2) ncclCommWindowDeregister(c, w2);
+    ncclCommDestroy(c);
+    ncclMemFree(b);
+  } else if (!strcmp(mode, "devcomm-destroy")) {
+    /* a device communicator created and destroyed: a bad buffer afterwards may degrade again */
+    ncclComm_t c = init_comm(rank, 1);
+    if (!c) return 1;
+    void *vm = NULL, *cm = NULL;
+    ncclMemAlloc(&vm, 1 << 21);
+    cudaMalloc(&cm, 1 << 21);
+    ncclWindow_t w1 = NULL, w2 = NULL;
+    ncclResult_t r1 = ncclCommWindowRegister(c, vm, 1 << 21, &w1, NCCL_WIN_COLL_SYMMETRIC);
+    devcomm_fn create = (devcomm_fn)dlsym(RTLD_DEFAULT, "ncclDevCommCreate");
+    typedef ncclResult_t (*destroy_fn)(ncclComm_t, const void*);
+    destroy_fn destroy = (destroy_fn)dlsym(RTLD_DEFAULT, "ncclDevCommDestroy");
+    static unsigned char reqs[256], out[4096];
+    ncclResult_t rc = create && destroy ? create(c, reqs, out) : ncclInvalidUsage;
+    ncclResult_t rd = create && destroy ? destroy(c, out) : ncclInvalidUsage;
+    ncclResult_t r2 = ncclCommWindowRegister(c, cm, 1 << 21, &w2, NCCL_WIN_COLL_SYMMETRIC);
+    ng_say("rank %d/%d: RESULT %s rank=%d first=%s devcomm=%s destroy=%s second=%s win2=%s", rank, nranks,
+           r2 == ncclSuccess ? "ok" : "fail", rank, ng_rc_name(r1), ng_rc_name(rc), ng_rc_name(rd), ng_rc_name(r2),
+           w2 ? "set" : "null");
+    bad = r2 != ncclSuccess;
+    if (w1) ncclCommWindowDeregister(c, w1);
+    if (w2) ncclCommWindowDeregister(c, w2);
+    if (bad) ncclCommAbort(c);
+    else ncclCommDestroy(c);
+    ncclMemFree(vm);
+    cudaFree(cm);
   } else if (!strcmp(mode, "cycles")) {
     /* every rank draws the same fault sequence from the seed */
     unsigned s = seed;

@@ -7,7 +7,7 @@ $(BUILD)/real/no_nccl: tests/real/no_nccl.c
 	$(CC) $(ALL_CFLAGS) -o $@ $< -ldl
 
 ifneq ($(NCCL_REAL_LIB),)
-REAL_BINS = $(BUILD)/real/libnccluser.so $(BUILD)/real/main_local $(BUILD)/real/main_linked
+REAL_BINS = $(BUILD)/real/libnccluser.so $(BUILD)/real/main_local $(BUILD)/real/main_linked $(BUILD)/real/probe
 testbins: $(REAL_BINS)
 $(BUILD)/real/libnccluser.so: tests/real/nccl_user.c
 	@mkdir -p $(dir $@)
@@ -19,3 +19,6 @@ $(BUILD)/real/main_local: tests/real/main_local.c
 $(BUILD)/real/main_linked: tests/real/main_linked.c $(BUILD)/real/libnccluser.so
 	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/real -lnccluser -Wl,-rpath-link,$(NCCL_REAL_LIB)
 endif
+$(BUILD)/real/probe: tests/real/probe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -I$(NCCL_INCLUDE) -o $@ $< -L$(NCCL_REAL_LIB) -l:libnccl.so.2 -ldl

@@ -1,0 +1,75 @@
+# Faults never become hangs or crashes (issue 12), against the fake NCCL, one process per rank
+# (tests/progs/faults.c). Each case runs without ncclguard (what NCCL alone does) where that ends,
+# and with it; the sanitizer variants run the same cases (a use after free is an ASan report).
+. "$NG_ROOT/tests/lib.sh"
+F=$PROGS/faults
+# f NAME ARGS...: faults with ncclguard, logs at info in $T/NAME.*.log; sets $rc, $out, $secs
+f() {
+  n=$1; shift
+  t0=$(date +%s%N)
+  out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/$n.%p.log" fake_run "$F" "$@" 2>"$T/$n.err"); rc=$?
+  secs=$(( ($(date +%s%N) - t0) / 1000000000 ))
+}
+bare() { n=$1; shift; out=$(bare_run "$F" "$@" 2>"$T/$n.err"); rc=$?; }
+logs() { cat "$T/$1".*.log 2>/dev/null; }
+lhas() { logs "$1" | grep -Eq -- "$2"; }
+why() { echo "rc=$rc ${secs:-?}s $(echo "$out" | tail -3 | tr '\n' ' ') | $(logs "$1" | grep WARN | head -2)"; }
+nres() { echo "$out" | grep -c "RESULT $1"; }
+
+# --- a late peer: inside the timeout both succeed, as with NCCL alone; past it every rank ends with
+# an error within the bound (the late one too: it must not wait in NCCL for a peer that left) ---------
+bare late-bare late --late 2 --timeout 20
+[ $rc = 0 ] && [ "$(nres ok)" = 2 ] && pass late-peer-succeeds-without || fail late-peer-succeeds-without "rc=$rc $out"
+NCCLGUARD_TIMEOUT=6 f late-in late --late 2 --timeout 20
+[ $rc = 0 ] && [ "$(nres ok)" = 2 ] && pass late-peer-within-timeout-succeeds || fail late-peer-within-timeout-succeeds "$(why late-in)"
+NCCLGUARD_TIMEOUT=2 f late-out late --late 4 --timeout 25
+[ $rc != 124 ] && [ "$(nres fail)" = 2 ] && [ "$secs" -le 12 ] && lhas late-out 'reason=timeout' \
+  && pass late-peer-past-timeout-bounded-error || fail late-peer-past-timeout-bounded-error "$(why late-out)"
+lhas late-out 'revoked by ncclguard' && pass timeout-revokes-communicator || fail timeout-revokes-communicator "$(why late-out)"
+# without revoke (NCCL < 2.28.7, the fake-legacy build): still bounded on every rank
+NCCLGUARD_TIMEOUT=2 FAKE="$B/fake-legacy" f late-legacy late --late 4 --timeout 25
+[ $rc != 124 ] && [ "$(nres fail)" = 2 ] && [ "$secs" -le 12 ] && ! lhas late-legacy 'revoked by ncclguard' \
+  && pass late-peer-past-timeout-bounded-without-revoke || fail late-peer-past-timeout-bounded-without-revoke "$(why late-legacy)"
+
+# --- ncclCommAbort from another thread while the registration waits for a peer that never comes --------
+bare abort-bare abort --abort-ms 500 --timeout 20
+[ $rc = 0 ] && pass abort-during-registration-errors-without || fail abort-during-registration-errors-without "rc=$rc $out"
+NCCLGUARD_TIMEOUT=30 f abort abort --abort-ms 500 --timeout 20
+[ $rc = 0 ] && [ "$secs" -le 10 ] && lhas abort 'aborted or destroyed during the round' && ! grep -q 'ERROR: AddressSanitizer' "$T/abort.err" \
+  && pass abort-during-agreement-clean-error || fail abort-during-agreement-clean-error "$(why abort) $(head -3 "$T/abort.err")"
+
+# --- any number of registrations in one group (NCCL: 65 of 65; here 1000) ---------------------------------
+bare many-bare many --windows 1000 --timeout 60
+[ $rc = 0 ] && echo "$out" | grep -q 'set=1000' && pass windows-1000-in-group-without || fail windows-1000-in-group-without "rc=$rc $out"
+f many many --windows 1000 --timeout 60
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c 'set=1000')" = 2 ] && [ "$(logs many | grep -c 'decision=register')" = 2000 ] \
+  && pass windows-1000-in-group || fail windows-1000-in-group "$(why many)"
+
+# --- a degraded window does not block a device communicator once it is deregistered --------------------
+f dd degrade-devcomm --timeout 20
+[ $rc = 0 ] && [ "$(nres ok)" = 2 ] && lhas dd 'decision=degrade reason=not_vmm' && pass degraded-then-devcomm || fail degraded-then-devcomm "$(why dd)"
+# ... and a destroyed device communicator lets windows degrade again (ncclDevCommDestroy is wrapped)
+f dcd devcomm-destroy --timeout 20
+[ $rc = 0 ] && [ "$(nres ok)" = 2 ] && pass devcomm-destroyed-then-degrade || fail devcomm-destroyed-then-degrade "$(why dcd)"
+
+# --- ncclGroupSimulateEnd ends the group: its registration is done, the next one is not queued ---------------
+f sim simulate --timeout 20
+[ $rc = 0 ] && [ "$(nres ok)" = 2 ] && pass group-simulate-end-ends-group || fail group-simulate-end-ends-group "$(why sim)"
+
+# --- a CUDA library that cannot be loaded: a WARN naming what happens, and the ranks still agree ---------------
+NG=$PROGS/ngtest
+out=$(NCCLGUARD_CUDA_LIB=/nonexistent/libcuda.so.1 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/cl.%p.log" \
+      fake_run "$NG" --alloc cuda0 --timeout 25 2>&1); rc=$?
+[ $rc = 0 ] && lhas cl 'NCCLGUARD_CUDA_LIB=/nonexistent/libcuda.so.1 cannot be loaded .*using libcuda.so.1 instead' \
+  && [ "$(logs cl | grep -c 'decision=degrade')" = 2 ] && pass bad-cuda-lib-warns-and-still-agrees \
+  || fail bad-cuda-lib-warns-and-still-agrees "rc=$rc $(echo "$out" | tail -2) $(logs cl | grep WARN | head -2)"
+
+# --- the fault soak: registration cycles, each with a random fault (late peer, abort of every rank,
+# bad buffer or size 0 on one rank): no hang, the same outcome on every rank, descriptors flat; memory
+# flat where no communicator is recreated (the fake keeps every communicator it made) -----------------
+case "${NG_VARIANT:-plain}" in plain) C=10000 ;; *) C=2000 ;; esac
+NG_TIMEOUT=300 NCCLGUARD_TIMEOUT=5 NCCLGUARD_LOG=warn f soak cycles --cycles "$C" --seed 7 --timeout 280
+[ $rc = 0 ] && echo "$out" | grep -q 'diverged=0' && pass "fault-soak-$C-cycles ($(echo "$out" | grep 'rank=0' | sed 's/.*RESULT //'))" \
+  || fail "fault-soak-$C-cycles" "$(why soak)"
+NG_TIMEOUT=300 NCCLGUARD_TIMEOUT=5 NCCLGUARD_LOG=warn f soak2 cycles --cycles "$C" --seed 9 --faults 0xd --max-growth-kb 2048 --timeout 280
+[ $rc = 0 ] && pass "fault-soak-memory-flat ($(echo "$out" | grep 'rank=0' | grep -o 'rss_kb=[^ ]*'))" || fail fault-soak-memory-flat "$(why soak2)"
