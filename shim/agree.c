@@ -108,6 +108,11 @@ static pthread_cond_t wd_cond = PTHREAD_COND_INITIALIZER;
 static struct watch* wd_list;
 static int wd_running;
 
+/* A watch fires once at its deadline (revoke); if the call is still inside NCCL a grace period
+ * later, NCCL did not end the wait (measured on 2.28.9 for a first collective's connection setup
+ * whose peer had left): one WARN says so, since nothing safe remains to end it from here. */
+static double grace_us(void) { return ng_cfg.timeout_s * 1e6 < 5e6 ? 5e6 : ng_cfg.timeout_s * 1e6; }
+
 static void* wd_main(void* arg) {
   (void)arg;
   pthread_mutex_lock(&wd_lock);
@@ -115,17 +120,25 @@ static void* wd_main(void* arg) {
     double now = ng_now_us(), next = -1;
     struct watch* due = NULL;
     for (struct watch* w = wd_list; w; w = w->next) {
-      if (w->fired) continue;
-      if (w->deadline <= now) { due = w; break; }
-      if (next < 0 || w->deadline < next) next = w->deadline;
+      double when = w->fired == 0 ? w->deadline : w->fired == 1 ? w->deadline + grace_us() : -1;
+      if (when < 0) continue;
+      if (when <= now) { due = w; break; }
+      if (next < 0 || when < next) next = when;
     }
     if (due) {
-      due->fired = 1;
+      int stage = due->fired++;
       ncclComm_t c = due->comm;
       int dev = due->dev;
       pthread_mutex_unlock(&wd_lock); /* never held across a call into NCCL */
-      ng_reg_comm_set_broken(c, NG_R_TIMEOUT);
-      revoke_comm(c, dev, "a call into NCCL waited for a peer longer than NCCLGUARD_TIMEOUT");
+      if (stage == 0) {
+        ng_reg_comm_set_broken(c, NG_R_TIMEOUT);
+        revoke_comm(c, dev, "a call into NCCL waited for a peer longer than NCCLGUARD_TIMEOUT");
+      } else {
+        ng_log_msg(NG_LOG_WARN, dev, "agree", "a call into NCCL on communicator %p is still waiting for a peer %.0f s "
+                   "after it was revoked: NCCL did not end the wait, and nothing safe can end it from another "
+                   "thread. The peers left; end this process (or abort the communicator from this thread's caller "
+                   "once it returns)", (void*)c, grace_us() / 1e6);
+      }
       pthread_mutex_lock(&wd_lock);
       continue;
     }
