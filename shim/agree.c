@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -239,19 +240,24 @@ static int ensure(struct grp* g) {
     }
   }
   if (!bad && g->res.cap < g->len) {
-    /* the old buffer is idle: its last round completed (a failed one leaves the comm broken) */
+    /* the old buffers are idle: their last round completed (a failed one leaves the comm broken) */
     size_t cap = g->len < 256 ? 256 : g->len;
     ng_devptr nb = 0;
-    int32_t* nh = calloc(cap, sizeof(int32_t));
+    void* nh = NULL;
+    int pinned = !ng_cuda_host_alloc(&nh, cap * sizeof(int32_t));
+    if (!pinned) nh = calloc(cap, sizeof(int32_t));
     if (!nh || ng_cuda_alloc(&nb, cap * sizeof(int32_t))) {
-      free(nh);
+      if (pinned) (void)ng_cuda_host_free(nh);
+      else free(nh);
       bad = 1;
     } else {
       if (g->res.buf) (void)ng_cuda_free(g->res.buf);
-      free(g->res.host);
+      if (g->res.pinned) (void)ng_cuda_host_free(g->res.host);
+      else free(g->res.host);
       g->res.buf = nb;
       g->res.host = nh;
       g->res.cap = cap;
+      g->res.pinned = pinned;
     }
   }
   ng_cuda_pop(saved);
@@ -261,7 +267,7 @@ static int ensure(struct grp* g) {
 /* Wait for every queued stream until the deadline; groups still running are marked. 0 done, 1 some
  * timed out or were aborted, <0 a CUDA error. */
 static int wait_streams(struct grp* g, int ng, double deadline) {
-  double delay = 5;
+  double delay = 5, spin_until = ng_now_us() + 300; /* a round takes tens of us: poll, then sleep */
   for (;;) {
     int pending = 0;
     for (int j = 0; j < ng; j++) {
@@ -282,7 +288,8 @@ static int wait_streams(struct grp* g, int ng, double deadline) {
           g[j].status = NG_AGREE_TIMEOUT;
       return 1;
     }
-    nap(&delay);
+    if (ng_now_us() < spin_until) sched_yield(); /* (nanosleep sleeps 50 us or more: timer slack) */
+    else nap(&delay);
   }
 }
 
@@ -381,9 +388,24 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
     if (res == ncclSystemError)
       for (int j = 0; j < ng; j++) g[j].status = NG_AGREE_TIMEOUT;
   }
-  /* 3. completion, then the reduced vectors back to the host */
-  int w = res == ncclSuccess ? wait_streams(g, ng, deadline) : 0;
-  if (res == ncclSuccess && w == 0) {
+  /* 3. completion, then the reduced vectors back to the host: with pinned staging the copy back is
+   * queued behind the all-reduce at once (one wait); a pageable one waits for the all-reduce first
+   * (a copy to pageable memory would wait on the host, unbounded) */
+  int all_pinned = 1;
+  for (int j = 0; j < ng; j++) all_pinned &= g[j].res.pinned;
+  int w = 0, copied = 0;
+  if (res == ncclSuccess && all_pinned) {
+    for (int j = 0; j < ng && res == ncclSuccess; j++) {
+      ng_ctx saved;
+      if (ng_cuda_push(g[j].dev, &saved) || ng_cuda_d2h(g[j].res.host, g[j].res.buf, g[j].len * sizeof(int32_t),
+                                                         g[j].res.s))
+        res = ncclUnhandledCudaError;
+      ng_cuda_pop(saved);
+    }
+    copied = 1;
+  }
+  if (res == ncclSuccess) w = wait_streams(g, ng, deadline);
+  if (res == ncclSuccess && w == 0 && !copied) {
     for (int j = 0; j < ng && res == ncclSuccess; j++) {
       ng_ctx saved;
       if (ng_cuda_push(g[j].dev, &saved) || ng_cuda_d2h(g[j].res.host, g[j].res.buf, g[j].len * sizeof(int32_t),

@@ -26,6 +26,8 @@ static struct {
   ng_cures (*cuMemRelease)(unsigned long long);
   ng_cures (*cuMemAlloc)(ng_devptr*, size_t);
   ng_cures (*cuMemFree)(ng_devptr);
+  ng_cures (*cuMemAllocHost)(void**, size_t);
+  ng_cures (*cuMemFreeHost)(void*);
   ng_cures (*cuMemcpyHtoDAsync)(ng_devptr, const void*, size_t, ng_stream);
   ng_cures (*cuMemcpyDtoHAsync)(void*, ng_devptr, size_t, ng_stream);
   ng_cures (*cuStreamCreate)(ng_stream*, unsigned);
@@ -91,6 +93,8 @@ static void cu_load(void) {
       {(void**)&cu.cuMemRelease, "cuMemRelease"},
       {(void**)&cu.cuMemAlloc, "cuMemAlloc_v2"},
       {(void**)&cu.cuMemFree, "cuMemFree_v2"},
+      {(void**)&cu.cuMemAllocHost, "cuMemAllocHost_v2"},
+      {(void**)&cu.cuMemFreeHost, "cuMemFreeHost"},
       {(void**)&cu.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"},
       {(void**)&cu.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
       {(void**)&cu.cuStreamCreate, "cuStreamCreate"},
@@ -172,6 +176,8 @@ static __thread ng_cures guarded_ret;
 int ng_cuda_stream_create(ng_stream* s) { return GUARDED(cu.cuStreamCreate(s, NG_CU_STREAM_NON_BLOCKING)); }
 int ng_cuda_alloc(ng_devptr* p, size_t bytes) { return GUARDED(cu.cuMemAlloc(p, bytes)); }
 int ng_cuda_free(ng_devptr p) { return GUARDED(cu.cuMemFree(p)); }
+int ng_cuda_host_alloc(void** p, size_t bytes) { return GUARDED(cu.cuMemAllocHost(p, bytes)); }
+int ng_cuda_host_free(void* p) { return GUARDED(cu.cuMemFreeHost(p)); }
 int ng_cuda_h2d(ng_devptr dst, const void* src, size_t n, ng_stream s) {
   return GUARDED(cu.cuMemcpyHtoDAsync(dst, src, n, s));
 }

@@ -147,6 +147,10 @@ void ng_cuda_after_fork(void);
 int ng_cuda_stream_create(ng_stream* s);
 int ng_cuda_alloc(ng_devptr* p, size_t bytes);
 int ng_cuda_free(ng_devptr p);
+/* Pinned host memory: copies to and from it are asynchronous (pageable memory makes a
+ * device-to-host copy wait on the host). */
+int ng_cuda_host_alloc(void** p, size_t bytes);
+int ng_cuda_host_free(void* p);
 int ng_cuda_h2d(ng_devptr dst, const void* src, size_t n, ng_stream s);
 int ng_cuda_d2h(void* dst, ng_devptr src, size_t n, ng_stream s);
 /* 1 done, 0 still running, <0 error */
@@ -220,6 +224,7 @@ struct ng_agree_res {
   ng_devptr buf;
   int32_t* host;
   size_t cap; /* int32 elements of buf and host; 0: none */
+  int pinned; /* host is pinned (cuMemAllocHost): the whole round is enqueued at once */
 };
 /* Take the communicator's resources for one round: 1 with *res filled, 0 when it has none yet
  * (*res zeroed: the caller creates them), -1 when another round holds them or the comm is unknown.

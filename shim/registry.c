@@ -334,6 +334,19 @@ long ng_reg_live_windows(void) {
   return n;
 }
 
+static void** orphans;
+static size_t norphans, caporphans;
+static void keep_pinned(void* p) {
+  if (!p) return;
+  if (norphans == caporphans) {
+    size_t cap = caporphans ? 2 * caporphans : 16;
+    void** n = realloc(orphans, cap * sizeof *n);
+    if (!n) return;
+    orphans = n, caporphans = cap;
+  }
+  orphans[norphans++] = p;
+}
+
 /* In a forked child: the lock may have been held by a thread that does not exist there, and the
  * parent's communicators cannot be used by the child (NCCL does not support it): start empty. */
 void ng_reg_reset_after_fork(void) {
@@ -341,8 +354,18 @@ void ng_reg_reset_after_fork(void) {
   /* The parent's streams are not the child's, and no CUDA work runs here: the host staging of
    * the agreement rounds can go. */
   struct comm_ent *e, *etmp;
-  HASH_ITER(hh, comms, e, etmp) { HASH_DEL(comms, e); free(e->agree.host); free(e); }
-  for (int i = 0; i < npool; i++) free(pool[i].res.host);
+  /* Pinned staging belongs to the parent's CUDA context, which the child cannot use: kept (listed
+   * here, so it stays reachable), never freed in the child. */
+  HASH_ITER(hh, comms, e, etmp) {
+    HASH_DEL(comms, e);
+    if (e->agree.pinned) keep_pinned(e->agree.host);
+    else free(e->agree.host);
+    free(e);
+  }
+  for (int i = 0; i < npool; i++) {
+    if (pool[i].res.pinned) keep_pinned(pool[i].res.host);
+    else free(pool[i].res.host);
+  }
   struct win_ent *w, *wtmp;
   HASH_ITER(hh, wins, w, wtmp) { HASH_DEL(wins, w); free(w); }
   struct buf_ent *b, *btmp;

@@ -85,6 +85,22 @@ EXPORT CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
   return CUDA_SUCCESS;
 }
 
+/* Pinned host memory (cuMemAllocHost): plain host memory here; async copies to and from it run on
+ * the stream's worker in order, as with the real driver. Potentially unsafe during capture. */
+EXPORT CUresult cuMemAllocHost(void **pp, size_t bytesize)
+{
+  if (!pp || !bytesize) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = fc_unsafe_check();
+  if (r != CUDA_SUCCESS) return r;
+  *pp = aligned_alloc(4096, (bytesize + 4095) & ~(size_t)4095);
+  return *pp ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+EXPORT CUresult cuMemFreeHost(void *p)
+{
+  free(p);
+  return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuMemFree(CUdeviceptr dptr)
 {
   if (dptr == 0) return CUDA_SUCCESS;
@@ -345,6 +361,7 @@ EXPORT CUresult cuMemsetD32(CUdeviceptr dst, unsigned int ui, size_t n)
 #define PLAIN_ALIAS(plain, v2) __asm__(".globl " #plain "\n.set " #plain ", " #v2)
 PLAIN_ALIAS(cuMemAlloc, cuMemAlloc_v2);
 PLAIN_ALIAS(cuMemFree, cuMemFree_v2);
+PLAIN_ALIAS(cuMemAllocHost, cuMemAllocHost_v2);
 PLAIN_ALIAS(cuMemGetAddressRange, cuMemGetAddressRange_v2);
 PLAIN_ALIAS(cuMemGetInfo, cuMemGetInfo_v2);
 PLAIN_ALIAS(cuMemcpyHtoD, cuMemcpyHtoD_v2);
