@@ -88,7 +88,8 @@ ncclResult_t ng_wait_ready(ncclComm_t comm, int dev) { return ng_wait_ready_unti
  * fail (ncclInvalidUsage) instead of pairing with a peer's next operation, and the memory stays
  * valid until the application aborts or destroys it. Revoke is local: a peer finds out by timing
  * out itself (bounded the same way). */
-static int can_revoke(void) { return ng_nccl_version() >= 22807 && ng_real(NG_ID_ncclCommRevoke); }
+int ng_can_revoke(void) { return ng_nccl_version() >= 22807 && ng_real(NG_ID_ncclCommRevoke); }
+#define can_revoke ng_can_revoke
 
 static void revoke_comm(ncclComm_t comm, int dev, const char* why) {
   if (!can_revoke() || !ng_reg_comm_usable(comm)) return;
@@ -417,6 +418,16 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
   }
   if (relaxed) ng_cuda_restore_capture(mode);
   if (w < 0) res = ncclUnhandledCudaError;
+  /* A kernel stopped by an abort or revoke (another thread's) completes without having reduced
+   * anything: a round whose communicator went meanwhile is not a result. */
+  for (int j = 0; j < ng; j++) {
+    struct ng_commview now;
+    ng_reg_comm_get(g[j].comm, &now);
+    if (g[j].status == NG_AGREE_OK && (!ng_reg_comm_usable(g[j].comm) || now.state == NG_COMM_REVOKED)) {
+      g[j].status = NG_AGREE_ABORTED;
+      if (w == 0) w = 1;
+    }
+  }
   /* 4. in step? then the votes back to the caller */
   if (res == ncclSuccess && w == 0) {
     for (int j = 0; j < ng; j++) {

@@ -286,6 +286,8 @@ struct ng_vote {
   int32_t v[NG_NVOTE];
 };
 ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what);
+/* 1 if the loaded NCCL can revoke a communicator (2.28.7+). */
+int ng_can_revoke(void);
 /* Give a communicator up: broken for ncclguard, and revoked where the loaded NCCL can. */
 void ng_give_up(ncclComm_t comm, int dev, int reason);
 /* The watchdog of a call into NCCL that can wait on the host for a peer: past the deadline the

@@ -9,9 +9,9 @@
  *   3. preflight: what the loaded NCCL will do (rules.c: symmetric path or not) and the checks its
  *                 symmetric path makes of this buffer (preflight.c);
  *   4. vote:      the ranks combine their facts (agree.c); decide(): NCCL would refuse the buffer on
- *                 some rank -> every rank falls back; otherwise all register. A "go" round follows,
- *                 so that a rank that arrives after its peers gave up the vote does not enter
- *                 NCCL's registration alone (docs/DESIGN.md, "The agreement");
+ *                 some rank -> every rank falls back; otherwise all register. Without revoke
+ *                 (NCCL < 2.28.7) a "go" round follows, so that a rank that arrives after its
+ *                 peers gave up the vote does not enter NCCL's registration alone (docs/DESIGN.md);
  *   5. register:  the real registrations with the caller's own `win` pointers (NCCL 2.28+ writes
  *                 them at group end), retried only where a retry can succeed;
  *   6. outcome:   if NCCL failed on some rank after all, the others deregister and every rank takes
@@ -282,8 +282,13 @@ static int voted(const struct ng_regreq* r) {
           r->agreed_reason != NG_R_NOT_READY && r->agreed_reason != NG_R_NCCL_ERROR);
 }
 
-/* The "go" round, over every request that went through the vote (the same set on every rank). */
+/* The "go" round, over every request that went through the vote (the same set on every rank). It
+ * keeps a rank whose vote paired with the stale vote of a rank that gave up out of NCCL's
+ * registration. Where NCCL can revoke (2.28.7+) the rank that gives up revokes, which stops its
+ * stale all-reduce on the GPU: the late vote then has no partner and times out itself, and the go
+ * round is skipped (it costs one all-reduce per registration). */
 static void phase_go(struct ng_regreq* reqs, int n, struct ng_vote* votes) {
+  if (ng_can_revoke()) return;
   int go = 0, nv = 0;
   for (int i = 0; i < n; i++) go |= reqs[i].decision == NG_D_REGISTER;
   if (!go) return;
