@@ -289,3 +289,16 @@ if [ $rc -eq 1 ] && echo "$out" | grep -q '^ncclguard-report: 4096 files, .* 50 
    && echo "$out" | grep -q 'seq 37-49: register 0-1233,1235-4095 | missing 1234$' && [ "$ms" -lt 10000 ]; then
   pass "report-4096-ranks (${ms} ms)"
 else fail report-4096-ranks "rc=$rc ${ms} ms: $(echo "$out" | head -3 | tr '\n' '|')"; fi
+
+# the doctor names a PyTorch that loads another NCCL minor version than the one its package pins
+# (PyTorch 2.11 pins 2.28.9; with 2.30.7 its device communicators fail: tests/gpu/results)
+mkdir -p "$T/ft/torch/cuda" "$T/ft/torch-2.11.0.dist-info"
+printf '__version__ = "2.11.0"\nclass version: cuda = "13.0"\nfrom . import cuda\n' >"$T/ft/torch/__init__.py"
+printf 'class nccl:\n    @staticmethod\n    def version(): return (2, %s, 7)\n' 30 >"$T/ft/torch/cuda/__init__.py"
+printf 'Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\nRequires-Dist: nvidia-nccl-cu13==2.28.9\n' >"$T/ft/torch-2.11.0.dist-info/METADATA"
+out=$(PYTHONPATH="$T/ft" "$DOC" 2>&1)
+echo "$out" | grep -Eq '^WARN +python\.nccl-pin +PyTorch 2\.11\.0 pins NCCL 2\.28\.9, but loads NCCL 2\.30\.7' \
+  && pass doctor-torch-nccl-pin-mismatch || fail doctor-torch-nccl-pin-mismatch "$(echo "$out" | grep python)"
+printf 'class nccl:\n    @staticmethod\n    def version(): return (2, 28, 3)\n' >"$T/ft/torch/cuda/__init__.py"
+out=$(PYTHONPATH="$T/ft" "$DOC" 2>&1)
+echo "$out" | grep -Eq '^OK +python\.nccl-pin ' && pass doctor-torch-nccl-pin-same-minor || fail doctor-torch-nccl-pin-same-minor "$(echo "$out" | grep python)"

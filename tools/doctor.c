@@ -192,6 +192,7 @@ static struct {
   char torch_version[128];
   char torch_cuda[64];
   char torch_nccl[64]; /* "2.28.9" */
+  char torch_pin[64];  /* "2.28.9": the nvidia-nccl version torch's package requires, if pinned */
   char torch_error[512];
   char torch_path[1024];
   char wheel_nccl[1024]; /* .../nvidia/nccl/lib/libnccl.so.2 */
@@ -220,6 +221,13 @@ static const char *py_script =
     "        print('NGD torch_nccl=' + str(v))\n"
     "    except Exception as e:\n"
     "        print('NGD torch_nccl=')\n"
+    "    try:\n"
+    "        import importlib.metadata as md, re\n"
+    "        for r in md.requires('torch') or []:\n"
+    "            m = re.match(r'nvidia-nccl-cu\\d+\\s*==\\s*([0-9.]+)', r)\n"
+    "            if m: print('NGD torch_pin=' + m.group(1)); break\n"
+    "    except Exception:\n"
+    "        pass\n"
     "except Exception as e:\n"
     "    print('NGD torch_error=' + type(e).__name__ + ': ' + str(e).replace('\\n', ' ')[:400])\n";
 
@@ -283,6 +291,7 @@ static void run_python(const char *interp, int timeout_s) {
     copy_field(py.torch_path, sizeof py.torch_path, line, "torch_path=");
     copy_field(py.torch_cuda, sizeof py.torch_cuda, line, "torch_cuda=");
     copy_field(py.torch_nccl, sizeof py.torch_nccl, line, "torch_nccl=");
+    copy_field(py.torch_pin, sizeof py.torch_pin, line, "torch_pin=");
     copy_field(py.torch_error, sizeof py.torch_error, line, "torch_error=");
   }
 }
@@ -826,6 +835,16 @@ static void check_python(int enabled) {
            "PyTorch uses NCCL %s, the libnccl found for other jobs is %s: the version checks below apply to PyTorch jobs", py.torch_nccl, a);
   }
   if (code) nccl_version_checks(code, "python.nccl");
+  /* PyTorch's symmetric memory uses NCCL's device API as of the NCCL it was built and pinned with;
+   * another minor version (put first with LD_PRELOAD, or found first on LD_LIBRARY_PATH) refuses
+   * its requirements (measured: PyTorch 2.11 with NCCL 2.30.7, ncclDevCommCreate "invalid usage") */
+  int pin = py.torch_pin[0] ? version_code(py.torch_pin) : 0;
+  if (pin && code && pin / 100 != code / 100)
+    report(WARN, "python.nccl-pin", "load the NCCL PyTorch pins (its nvidia-nccl wheel), or a PyTorch built against this NCCL",
+           "PyTorch %s pins NCCL %s, but loads NCCL %s here: symmetric memory's device communicators (ncclDevCommCreate) "
+           "fail across NCCL minor versions (the device API changed)", py.torch_version, py.torch_pin, py.torch_nccl);
+  else if (pin && code)
+    report(OK, "python.nccl-pin", NULL, "PyTorch %s pins NCCL %s and loads NCCL %s", py.torch_version, py.torch_pin, py.torch_nccl);
   int crash = code && code < NG_NCCL_VERSION(2, 29, 0);
   report(crash ? WARN : OK, "python.lazy-comm",
          "init_process_group(backend='nccl', device_id=torch.device('cuda', local_rank)) (eager communicator), or a barrier()/all_reduce on each group before symm_mem rendezvous; ncclguard-run also enables the Python hook (NCCLGUARD_PYHOOK=1)",
