@@ -110,6 +110,25 @@ static void* find_lib(const char** how) {
   return lib_handle;
 }
 
+/* Every function comes from one library: the one the first resolved function came from. With two
+ * copies of libnccl in a process (say an old one first in the global scope and a newer one after
+ * it), a function the first lacks must not be taken from the second: it would be called with the
+ * first one's communicators. Called with `lock` held. */
+static void* pin_base;
+static void* pin_handle;
+static void* same_library(void* f, const char* name) {
+  Dl_info di;
+  if (!dladdr(f, &di)) return f;
+  if (!pin_base) {
+    pin_base = di.dli_fbase;
+    pin_handle = di.dli_fname ? dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+    return f;
+  }
+  if (di.dli_fbase == pin_base) return f;
+  void* g = pin_handle ? lookup(pin_handle, name) : NULL;
+  return g && dladdr(g, &di) && di.dli_fbase == pin_base ? g : NULL;
+}
+
 void* ng_real(enum ng_real_id id) {
   void* f = __atomic_load_n(&cache[id], __ATOMIC_ACQUIRE);
   if (f) return f;
@@ -127,6 +146,7 @@ void* ng_real(enum ng_real_id id) {
       h = find_lib(&how);
       f = h ? lookup(h, names[id]) : NULL;
     }
+    f = f ? same_library(f, names[id]) : NULL;
     if (f) {
       note_path(f, how);
       __atomic_store_n(&cache[id], f, __ATOMIC_RELEASE);

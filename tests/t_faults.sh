@@ -64,6 +64,13 @@ out=$(NCCLGUARD_CUDA_LIB=/nonexistent/libcuda.so.1 NCCLGUARD_LOG=info NCCLGUARD_
   && [ "$(logs cl | grep -c 'decision=degrade')" = 2 ] && pass bad-cuda-lib-warns-and-still-agrees \
   || fail bad-cuda-lib-warns-and-still-agrees "rc=$rc $(echo "$out" | tail -2) $(logs cl | grep WARN | head -2)"
 
+# --- two copies of libnccl in one process (an old one first, a newer one after): every function from
+# the first; a timeout must not call the second copy's ncclCommRevoke on the first one's communicator
+out=$(NCCLGUARD_TIMEOUT=2 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/two.%p.log" fake_run "$PROGS/two_nccl" \
+      "$B/fake-legacy/libnccl.so.2" "$FAKE/libnccl.so.2" 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q 'RESULT reg=2' && lhas two 'come from .*fake-legacy/libnccl.so.2' && ! lhas two 'revoked by ncclguard' \
+  && pass two-libnccl-copies-not-mixed || fail two-libnccl-copies-not-mixed "rc=$rc $out $(logs two | grep -E 'resolve|revoked' | head -2)"
+
 # --- the fault soak: registration cycles, each with a random fault (late peer, abort of every rank,
 # bad buffer or size 0 on one rank): no hang, the same outcome on every rank, descriptors flat; memory
 # flat where no communicator is recreated (the fake keeps every communicator it made) -----------------
@@ -71,5 +78,23 @@ case "${NG_VARIANT:-plain}" in plain) C=10000 ;; *) C=2000 ;; esac
 NG_TIMEOUT=300 NCCLGUARD_TIMEOUT=5 NCCLGUARD_LOG=warn f soak cycles --cycles "$C" --seed 7 --timeout 280
 [ $rc = 0 ] && echo "$out" | grep -q 'diverged=0' && pass "fault-soak-$C-cycles ($(echo "$out" | grep 'rank=0' | sed 's/.*RESULT //'))" \
   || fail "fault-soak-$C-cycles" "$(why soak)"
-NG_TIMEOUT=300 NCCLGUARD_TIMEOUT=5 NCCLGUARD_LOG=warn f soak2 cycles --cycles "$C" --seed 9 --faults 0xd --max-growth-kb 2048 --timeout 280
+# (memory only in the plain variant: ASan's quarantine holds freed memory by design)
+case "${NG_VARIANT:-plain}" in plain) mg="--max-growth-kb 2048" ;; *) mg="" ;; esac
+NG_TIMEOUT=300 NCCLGUARD_TIMEOUT=5 NCCLGUARD_LOG=warn f soak2 cycles --cycles "$C" --seed 9 --faults 0xd $mg --timeout 280
 [ $rc = 0 ] && pass "fault-soak-memory-flat ($(echo "$out" | grep 'rank=0' | grep -o 'rss_kb=[^ ]*'))" || fail fault-soak-memory-flat "$(why soak2)"
+
+# the fault soak under ThreadSanitizer (plain variant only: its own build of library and fakes)
+if [ "${NG_VARIANT:-plain}" = plain ]; then
+  TB="$NG_ROOT/build-tsan"
+  if make -s -C "$NG_ROOT" BUILD="$TB" SAN=tsan all testbins >"$T/tsan-build.log" 2>&1; then
+    tsan_lib=$(${CC:-cc} -print-file-name=libtsan.so)
+    out=$(TSAN_OPTIONS="exitcode=97:halt_on_error=0:report_signal_unsafe=0:suppressions=$NG_ROOT/tests/fuzz/tsan.supp" \
+          NCCLGUARD_TIMEOUT=10 LD_LIBRARY_PATH="$TB/fake" LD_PRELOAD="$tsan_lib:$TB/libncclguard.so" \
+          timeout -k 2 280 "$TB/progs/faults" cycles --cycles 1000 --seed 11 --timeout 260 2>&1); rc=$?
+    n=$(echo "$out" | grep -c 'WARNING: ThreadSanitizer')
+    [ $rc = 0 ] && [ "$n" = 0 ] && echo "$out" | grep -q 'diverged=0' && pass "fault-soak-tsan-1000-cycles" \
+      || fail fault-soak-tsan-1000-cycles "rc=$rc reports=$n $(echo "$out" | grep -A4 'WARNING: ThreadSanitizer' | grep '#0' | head -3 | tr '\n' ' ') $(echo "$out" | grep RESULT | tail -2 | tr '\n' ' ')"
+  else
+    fail fault-soak-tsan-1000-cycles "TSan build failed: $(tail -3 "$T/tsan-build.log")"
+  fi
+fi
