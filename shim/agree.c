@@ -463,8 +463,8 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
     if (st == NG_AGREE_OK && !(res == ncclSuccess && w == 0)) st = NG_AGREE_FAILED;
     if (st != NG_AGREE_OK) {
       /* our all-reduce may still wait on the GPU for a peer: stop it where NCCL can */
-      if (st == NG_AGREE_ABORTED) ng_reg_comm_set_broken(q->comm, status_reason(st));
-      else ng_give_up(q->comm, q->dev, status_reason(st));
+      if (st == NG_AGREE_ABORTED || !q->queued) ng_reg_comm_set_broken(q->comm, status_reason(st));
+      else ng_give_up(q->comm, q->dev, status_reason(st)); /* work of ours may wait on the GPU */
       if (st == NG_AGREE_TIMEOUT)
         ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: the agreement all-reduce on communicator %p did not complete "
                    "within NCCLGUARD_TIMEOUT=%gs: %s", what, (void*)q->comm, ng_cfg.timeout_s,

@@ -46,7 +46,6 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowRegister)(ncclComm_t comm, void* bu
    * agreed like any other reason (a rank alone with them would leave its peers waiting). */
   int reason = ng_check_reg_args(&r);
   if (reason != NG_R_OK) return refuse(&r, reason, ncclInvalidArgument);
-  if (r.arg_reason != NG_R_OK && (!ng_cfg.agree || !ng_cuda_ok())) return refuse(&r, r.arg_reason, ncclInvalidArgument);
   if (ng_tls.group_depth > 0) {
     /* Inside ncclGroupStart/End: NCCL completes registrations at group end and nothing can be
      * agreed inside the group, so the request waits for the outermost ncclGroupEnd. */
