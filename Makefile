@@ -23,6 +23,11 @@ CFLAGS ?= -O2 -g
 WARN = -Wall -Wextra -Werror
 ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) $(SANFLAGS) -fPIC -pthread
 
+# The version, written once (VERSION); the revision from git where there is one.
+NG_VERSION := $(shell cat VERSION 2>/dev/null || echo unknown)
+NG_REVISION := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+NG_IDENT = -DNG_VERSION='"$(NG_VERSION)"' -DNG_REVISION='"$(NG_REVISION)"'
+
 SHIM_SRC = $(wildcard shim/*.c)
 SHIM_OBJ = $(SHIM_SRC:shim/%.c=$(BUILD)/shim/%.o)
 SHIM = $(BUILD)/libncclguard.so
@@ -38,6 +43,12 @@ $(BUILD)/shim/%.o: shim/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -MMD -MP -c $< -o $@
 -include $(SHIM_OBJ:.o=.d)
+# The identity is compiled in afresh at every build (a tiny file), so the revision is never stale.
+$(BUILD)/shim/version.o: shim/version.c FORCE
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fvisibility=hidden $(NG_IDENT) -c $< -o $@
+.PHONY: FORCE
+FORCE:
 # The indirect-function resolvers may run before sanitizer runtimes are set up: never instrumented.
 $(BUILD)/shim/exports.o: shim/exports.c
 	@mkdir -p $(dir $@)

@@ -76,6 +76,8 @@ enum ng_real_id {
 void* ng_real(enum ng_real_id id);
 /* Result for a call whose real function is missing: logs and returns ncclInvalidUsage. */
 ncclResult_t ng_missing(enum ng_real_id id);
+/* "ncclguard X.Y.Z (revision)" */
+const char* ng_version(void);
 /* Version code of the loaded NCCL (ncclGetVersion), 0 if unknown. */
 int ng_nccl_version(void);
 /* Log (once, at info) where the real NCCL was found; called once the rank is known. */

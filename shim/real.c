@@ -47,7 +47,8 @@ static void note_path(void* sym, const char* how) {
 void ng_log_source(void) {
   if (ng_cfg.disable || !source_msg[0] || __atomic_exchange_n(&source_logged, 1, __ATOMIC_RELAXED)) return;
   int v = ng_nccl_version();
-  ng_log_msg(NG_LOG_INFO, -1, "resolve", "%s: NCCL %d (%d.%d.%d)", source_msg, v, v / 10000, v / 100 % 100, v % 100);
+  ng_log_msg(NG_LOG_INFO, -1, "resolve", "%s: %s: NCCL %d (%d.%d.%d)", ng_version(), source_msg, v, v / 10000,
+             v / 100 % 100, v % 100);
 }
 
 static void* lookup(void* handle, const char* name) {

@@ -302,3 +302,11 @@ echo "$out" | grep -Eq '^WARN +python\.nccl-pin +PyTorch 2\.11\.0 pins NCCL 2\.2
 printf 'class nccl:\n    @staticmethod\n    def version(): return (2, 28, 3)\n' >"$T/ft/torch/cuda/__init__.py"
 out=$(PYTHONPATH="$T/ft" "$DOC" 2>&1)
 echo "$out" | grep -Eq '^OK +python\.nccl-pin ' && pass doctor-torch-nccl-pin-same-minor || fail doctor-torch-nccl-pin-same-minor "$(echo "$out" | grep python)"
+
+# every tool names its version (VERSION and the git revision)
+want="$(cat "$NG_ROOT/VERSION")"
+v1=$("$B/ncclguard-run" --version); v2=$("$B/ncclguard-doctor" --version); v3=$("$B/ncclguard-report" --version)
+case "$v1|$v2|$v3" in
+  "ncclguard-run $want ("*")|ncclguard-doctor $want ("*")|ncclguard-report $want ("*")") pass "tools-version ($v3)" ;;
+  *) fail tools-version "$v1 | $v2 | $v3 (VERSION $want)" ;;
+esac

@@ -11,6 +11,10 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#ifndef NG_VERSION /* set by the Makefile from VERSION and git */
+#define NG_VERSION "unknown"
+#define NG_REVISION "unknown"
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -76,6 +80,7 @@ static const char *usage_text =
     "  --python PATH     Python interpreter to probe (default: $PYTHON, python3)\n"
     "  --no-python       skip the PyTorch checks\n"
     "  --connect-timeout SEC  TCP check of MASTER_ADDR:MASTER_PORT (default 2)\n"
+    "  --version      the version of ncclguard\n"
     "  -h, --help        this text\n"
     "\n"
     "Exit status: 0 no FAIL (WARN allowed unless --strict), 1 some FAIL, 2 usage error.\n";
@@ -860,6 +865,7 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_text, stdout); return 0; }
+    if (!strcmp(a, "--version")) { printf("%s %s (%s)\n", "ncclguard-doctor", NG_VERSION, NG_REVISION); return 0; }
     else if (!strcmp(a, "--json")) opt_json = 1;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) opt_quiet = 1;
     else if (!strcmp(a, "--strict")) opt_strict = 1;

@@ -8,6 +8,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#ifndef NG_VERSION /* set by the Makefile from VERSION and git */
+#define NG_VERSION "unknown"
+#define NG_REVISION "unknown"
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -30,6 +34,7 @@ static const char *usage_text =
     "Options:\n"
     "  --json         one JSON document instead of text\n"
     "  -q, --quiet    only the summary line, the divergent windows and the first error\n"
+    "  --version      the version of ncclguard\n"
     "  -h, --help     this text\n"
     "\n"
     "Exit status: 0 nothing divergent and no error, 1 divergent windows or errors,\n"
@@ -762,6 +767,7 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_text, stdout); return 0; }
+    if (!strcmp(a, "--version")) { printf("%s %s (%s)\n", "ncclguard-report", NG_VERSION, NG_REVISION); return 0; }
     if (!strcmp(a, "--json")) opt_json = 1;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) opt_quiet = 1;
     else if (a[0] == '-' && a[1]) { fprintf(stderr, "ncclguard-report: unknown option '%s' (see --help)\n", a); return 2; }

@@ -7,16 +7,16 @@ TOOLS_BIN = $(BUILD)/ncclguard-run $(BUILD)/ncclguard-doctor $(BUILD)/ncclguard-
 tools: $(TOOLS_BIN)
 
 # cuda.h only gives the doctor checked prototypes; it builds without it too.
-$(BUILD)/ncclguard-doctor: tools/doctor.c
+$(BUILD)/ncclguard-doctor: tools/doctor.c VERSION
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE)) -o $@ $< -ldl
+	$(CC) $(ALL_CFLAGS) $(NG_IDENT) $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE)) -o $@ $< -ldl
 
-$(BUILD)/ncclguard-report: tools/report.c
+$(BUILD)/ncclguard-report: tools/report.c VERSION
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(NG_IDENT) -o $@ $<
 
 # A copy next to libncclguard.so, so that build/ncclguard-run finds build/libncclguard.so.
-$(BUILD)/ncclguard-run: tools/ncclguard-run
+$(BUILD)/ncclguard-run: tools/ncclguard-run VERSION
 	@mkdir -p $(dir $@)
-	cp $< $@
+	sed 's/^NG_VERSION=.*/NG_VERSION="$(NG_VERSION) ($(NG_REVISION))"/' $< >$@
 	chmod 0755 $@
