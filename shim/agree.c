@@ -92,10 +92,13 @@ int ng_can_revoke(void) { return ng_nccl_version() >= 22807 && ng_real(NG_ID_ncc
 #define can_revoke ng_can_revoke
 
 static void revoke_comm(ncclComm_t comm, int dev, const char* why) {
-  if (!can_revoke() || !ng_reg_comm_usable(comm)) return;
+  struct ng_commview v;
+  ng_reg_comm_get(comm, &v);
+  /* once: a second revoke is an error in NCCL (the watchdog and the round may both give up) */
+  if (!can_revoke() || !ng_reg_comm_usable(comm) || v.state == NG_COMM_REVOKED) return;
+  ng_reg_comm_set_state(comm, NG_COMM_REVOKED); /* first: the other of two givers-up sees it */
   ncclResult_t r;
   NG_CALL(r, ncclCommRevoke, comm, 0);
-  ng_reg_comm_set_state(comm, NG_COMM_REVOKED);
   ng_log_msg(NG_LOG_WARN, dev, "agree", "communicator %p revoked by ncclguard (%s): %s; its pending operations are "
              "stopped and its collectives now fail. Abort it (ncclCommAbort) and create a new one", (void*)comm, why,
              ng_result_name(r));
