@@ -106,7 +106,8 @@ struct ng_line {
   int len;
   int level;
   int json;
-  int dropped;
+  int dropped; /* something did not fit: the line ends at `safe`, marked truncated */
+  int safe;    /* length after the last complete key=value pair */
 };
 int ng_log_on(int level);
 /* Begin a line for the CUDA device `dev` (-1: unknown). */

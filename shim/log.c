@@ -163,26 +163,41 @@ void ng_log_after_fork(void) {
   atomic_store(&log_dropped, 0);
 }
 
+/* Room kept at the end of every line: the truncation mark, '}' and the newline. */
+#define NG_TAIL 24
 static void put(struct ng_line* l, const char* s, size_t n) {
-  if (l->len + n + 2 >= sizeof l->buf) { /* keep room for the newline and '}' */
+  if (l->dropped || l->len + n + NG_TAIL >= sizeof l->buf) {
     l->dropped = 1;
     return;
   }
   memcpy(l->buf + l->len, s, n);
   l->len += (int)n;
 }
+/* A key=value pair is complete: a line that overflows later is cut back to here (never mid-value). */
+static void done(struct ng_line* l) {
+  if (!l->dropped) l->safe = l->len;
+}
 static void puts_(struct ng_line* l, const char* s) { put(l, s, strlen(s)); }
 
-static void put_escaped(struct ng_line* l, const char* s, int json) {
+/* Escaped; a value that does not fit is cut, marked "...", and still closed by its caller's quote
+ * (`budget`: bytes kept free after it, for the closing quote). */
+static void put_escaped_budget(struct ng_line* l, const char* s, int json, size_t budget) {
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
     char e[8];
-    if (c == '"' || c == '\\') { e[0] = '\\'; e[1] = (char)c; put(l, e, 2); }
-    else if (c == '\n') put(l, "\\n", 2);
-    else if (c < 0x20) { snprintf(e, sizeof e, json ? "\\u%04x" : "\\x%02x", c); puts_(l, e); }
-    else put(l, (const char*)&c, 1);
+    size_t n;
+    if (c == '"' || c == '\\') e[0] = '\\', e[1] = (char)c, n = 2;
+    else if (c == '\n') e[0] = '\\', e[1] = 'n', n = 2;
+    else if (c < 0x20) n = (size_t)snprintf(e, sizeof e, json ? "\\u%04x" : "\\x%02x", c);
+    else e[0] = (char)c, n = 1;
+    if (l->len + n + 3 + budget + NG_TAIL >= sizeof l->buf) {
+      put(l, "...", 3);
+      return;
+    }
+    put(l, e, n);
   }
 }
+static void put_escaped(struct ng_line* l, const char* s, int json) { put_escaped_budget(l, s, json, 1); }
 
 static const char* level_name(int level) {
   switch (level) {
@@ -197,6 +212,7 @@ void ng_line_begin(struct ng_line* l, int level, int dev) {
   l->level = level;
   l->json = ng_cfg.log_json;
   l->dropped = 0;
+  l->safe = 0;
   char pre[200];
   if (l->json) {
     struct timespec ts;
@@ -211,6 +227,7 @@ void ng_line_begin(struct ng_line* l, int level, int dev) {
              (long)syscall(SYS_gettid), dev, level_name(level));
   }
   puts_(l, pre);
+  done(l);
 }
 
 static void key(struct ng_line* l, const char* k) {
@@ -225,6 +242,7 @@ void ng_kv_str(struct ng_line* l, const char* k, const char* v) {
   if (quote) puts_(l, "\"");
   put_escaped(l, v, l->json);
   if (quote) puts_(l, "\"");
+  done(l);
 }
 
 void ng_kv_int(struct ng_line* l, const char* k, long long v) {
@@ -232,6 +250,7 @@ void ng_kv_int(struct ng_line* l, const char* k, long long v) {
   snprintf(s, sizeof s, "%lld", v);
   key(l, k);
   puts_(l, s);
+  done(l);
 }
 
 void ng_kv_u64hex(struct ng_line* l, const char* k, uint64_t v) {
@@ -252,6 +271,7 @@ void ng_kv_dbl(struct ng_line* l, const char* k, double v) {
   snprintf(s, sizeof s, "%.1f", v);
   key(l, k);
   puts_(l, s);
+  done(l);
 }
 
 void ng_line_end(struct ng_line* l, const char* fmt, ...) {
@@ -266,8 +286,15 @@ void ng_line_end(struct ng_line* l, const char* fmt, ...) {
     puts_(l, "\"");
     put_escaped(l, msg, l->json);
     puts_(l, "\"");
+    done(l);
   }
-  /* put() always leaves room for these two bytes */
+  /* a line that did not fit ends after its last complete pair, marked; put() always left room */
+  if (l->dropped) {
+    l->len = l->safe;
+    const char* mark = l->json ? ",\"truncated\":true" : " truncated=1";
+    memcpy(l->buf + l->len, mark, strlen(mark));
+    l->len += (int)strlen(mark);
+  }
   if (l->json) l->buf[l->len++] = '}';
   l->buf[l->len++] = '\n';
   int fd = get_fd();

@@ -122,3 +122,15 @@ if [ -x "$B/real/main_local" ]; then
       || fail "feature-detection-$v" "without: $pb | with: $pg"
   done
 fi
+
+# --- a log line longer than its buffer stays valid: the value is cut and marked, JSON still parses ------
+long=$(python3 -c 'print("\x01" * 900)')
+NCCLGUARD_LOG=info NCCLGUARD_LOG_FORMAT=json NCCLGUARD_NCCL_LIB="/x/$long" NCCLGUARD_LOG_FILE="$T/long.jsonl" \
+  LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" timeout 60 "$PROGS/ngtest" -n 1 -m thread --no-allreduce >/dev/null 2>&1
+if python3 - "$T/long.jsonl" <<'PY'
+import json, sys
+lines = [l for l in open(sys.argv[1]) if l.strip()]
+objs = [json.loads(l) for l in lines]                   # every line parses
+assert any(len(l) > 2000 and o.get("msg", "").endswith("...") for l, o in zip(lines, objs)), "no long line"
+PY
+then pass log-json-long-value-valid; else fail log-json-long-value-valid "$(head -c 300 "$T/long.jsonl")"; fi

@@ -310,3 +310,11 @@ case "$v1|$v2|$v3" in
   "ncclguard-run $want ("*")|ncclguard-doctor $want ("*")|ncclguard-report $want ("*")") pass "tools-version ($v3)" ;;
   *) fail tools-version "$v1 | $v2 | $v3 (VERSION $want)" ;;
 esac
+
+# the report reads nothing it understands: status 2 and one line naming the cause (README)
+mkdir -p "$T/emptydir"; printf 'plain text\n' >"$T/text.log"; chmod 000 "$T/text.log" 2>/dev/null
+for input in "$T/emptydir" /bin/true; do
+  out=$("$B/ncclguard-report" "$input" 2>&1); rc=$?
+  [ $rc = 2 ] && echo "$out" | grep -q 'no ncclguard log line in the input' && pass "report-nothing-understood-exit-2 ($(basename "$input"))" \
+    || fail "report-nothing-understood-exit-2 ($(basename "$input"))" "rc=$rc $out"
+done

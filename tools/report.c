@@ -782,6 +782,13 @@ int main(int argc, char **argv) {
   }
   if (!inputs) read_file("-");
   if (read_errors && n_files == 0) return 2;
+  if (n_events == 0) { /* nothing understood: an empty directory, a binary file, unreadable files */
+    fprintf(stderr, "ncclguard-report: no ncclguard log line in the input (%ld file%s, %ld line%s read%s): nothing to "
+            "report. Fix: point it at the files NCCLGUARD_LOG_FILE wrote (ncclguard-run --log-dir DIR), logged at "
+            "info level\n", n_files, n_files == 1 ? "" : "s", n_lines, n_lines == 1 ? "" : "s",
+            read_errors ? ", some could not be read" : "");
+    return 2;
+  }
 
   int nw = HASH_COUNT(windows);
   ws = calloc((size_t)nw + 1, sizeof *ws);
