@@ -547,7 +547,7 @@ static void read_dir(const char *path, int depth) {
     names[n++] = strdup(de->d_name);
   }
   closedir(d);
-  qsort(names, (size_t)n, sizeof *names, cmp_str); /* stable input order: stable "first" */
+  if (n > 1) qsort(names, (size_t)n, sizeof *names, cmp_str); /* stable input order: stable "first" */
   for (int i = 0; i < n; i++) {
     char full[4096];
     snprintf(full, sizeof full, "%s/%s", path, names[i]);
