@@ -89,13 +89,12 @@ ncclResult_t ng_wait_ready(ncclComm_t comm, int dev) { return ng_wait_ready_unti
  * valid until the application aborts or destroys it. Revoke is local: a peer finds out by timing
  * out itself (bounded the same way). */
 int ng_can_revoke(void) { return ng_nccl_version() >= 22807 && ng_real(NG_ID_ncclCommRevoke); }
-#define can_revoke ng_can_revoke
 
 static void revoke_comm(ncclComm_t comm, int dev, const char* why) {
   struct ng_commview v;
   ng_reg_comm_get(comm, &v);
   /* once: a second revoke is an error in NCCL (the watchdog and the round may both give up) */
-  if (!can_revoke() || !ng_reg_comm_usable(comm) || v.state == NG_COMM_REVOKED) return;
+  if (!ng_can_revoke() || !ng_reg_comm_usable(comm) || v.state == NG_COMM_REVOKED) return;
   ng_reg_comm_set_state(comm, NG_COMM_REVOKED); /* first: the other of two givers-up sees it */
   ncclResult_t r;
   NG_CALL(r, ncclCommRevoke, comm, 0);
@@ -164,7 +163,7 @@ static void* wd_main(void* arg) {
 
 void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline) {
   *w = (struct watch){.comm = comm, .dev = dev, .deadline = deadline};
-  if (!can_revoke()) return;
+  if (!ng_can_revoke()) return;
   pthread_mutex_lock(&wd_lock);
   if (!wd_running) {
     pthread_t t;
@@ -182,7 +181,7 @@ void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline) {
 
 /* 1 if the watchdog fired (the communicator was revoked while the call waited). */
 int ng_watch_disarm(struct watch* w) {
-  if (!can_revoke()) return 0;
+  if (!ng_can_revoke()) return 0;
   pthread_mutex_lock(&wd_lock);
   for (struct watch** p = &wd_list; *p; p = &(*p)->next)
     if (*p == w) {
@@ -297,6 +296,18 @@ static int wait_streams(struct grp* g, int ng, double deadline) {
   }
 }
 
+/* Queue the copy of every group's reduced vector to its host staging. */
+static ncclResult_t copy_back(struct grp* g, int ng) {
+  for (int j = 0; j < ng; j++) {
+    ng_ctx saved;
+    int bad = ng_cuda_push(g[j].dev, &saved) ||
+              ng_cuda_d2h(g[j].res.host, g[j].res.buf, g[j].len * sizeof(int32_t), g[j].res.s);
+    ng_cuda_pop(saved);
+    if (bad) return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
 static const char* status_name(int s) {
   static const char* n[] = {"ok", "timeout", "out of step", "communicator aborted", "failed"};
   return (unsigned)s < sizeof n / sizeof n[0] ? n[s] : "?";
@@ -399,24 +410,12 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
   for (int j = 0; j < ng; j++) all_pinned &= g[j].res.pinned;
   int w = 0, copied = 0;
   if (res == ncclSuccess && all_pinned) {
-    for (int j = 0; j < ng && res == ncclSuccess; j++) {
-      ng_ctx saved;
-      if (ng_cuda_push(g[j].dev, &saved) || ng_cuda_d2h(g[j].res.host, g[j].res.buf, g[j].len * sizeof(int32_t),
-                                                         g[j].res.s))
-        res = ncclUnhandledCudaError;
-      ng_cuda_pop(saved);
-    }
+    res = copy_back(g, ng);
     copied = 1;
   }
   if (res == ncclSuccess) w = wait_streams(g, ng, deadline);
   if (res == ncclSuccess && w == 0 && !copied) {
-    for (int j = 0; j < ng && res == ncclSuccess; j++) {
-      ng_ctx saved;
-      if (ng_cuda_push(g[j].dev, &saved) || ng_cuda_d2h(g[j].res.host, g[j].res.buf, g[j].len * sizeof(int32_t),
-                                                         g[j].res.s))
-        res = ncclUnhandledCudaError;
-      ng_cuda_pop(saved);
-    }
+    res = copy_back(g, ng);
     if (res == ncclSuccess) w = wait_streams(g, ng, deadline);
   }
   if (relaxed) ng_cuda_restore_capture(mode);
