@@ -253,13 +253,16 @@ uint64_t ng_fnv(uint64_t h, const void* data, size_t n);
 #define NG_FNV_INIT 0xcbf29ce484222325ULL
 
 /* ---- preflight (preflight.c) --------------------------------------------------------------- */
+/* The reasons, from their one table (shim/reasons.def: name, level, advice). */
 enum ng_reason {
-  NG_R_OK = 0, NG_R_NULL_COMM, NG_R_NULL_WIN, NG_R_NULL_BUFF, NG_R_ZERO_SIZE, NG_R_COMM_DESTROYED,
-  NG_R_NOT_READY, NG_R_NOT_DEVICE, NG_R_WRONG_DEVICE, NG_R_NOT_VMM, NG_R_MISALIGNED,
-  NG_R_OUT_OF_RANGE, NG_R_CAPTURING, NG_R_HAS_DEVCOMM, NG_R_DEGRADED_WINDOWS, NG_R_NCCL_ERROR,
-  NG_R_NULL_WINDOW, NG_R_TIMEOUT, NG_R_NO_SYMBOL, NG_R_OUT_OF_STEP, NG_R_COMM_BROKEN, NG_NREASONS
+#define NG_REASON(id, name, level, advice) NG_R_##id,
+#include "reasons.def"
+#undef NG_REASON
+  NG_NREASONS
 };
 const char* ng_reason_name(int r);
+/* The level (NG_LOG_WARN or NG_LOG_INFO) of a line that ends with this reason. */
+int ng_reason_level(int r);
 /* What to tell the user about a reason, one sentence with the fix. */
 const char* ng_reason_advice(int r);
 /* The local checks NCCL `version`'s symmetric path makes of buff[0..size): *facts gets one bit per

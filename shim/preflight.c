@@ -13,71 +13,21 @@
 
 #include "guard.h"
 
-static const char* const reason_names[NG_NREASONS] = {
-    "ok",          "null_comm",  "null_win",     "null_buff", "zero_size",  "comm_destroyed",
-    "not_ready",   "not_device", "wrong_device", "not_vmm",   "misaligned", "out_of_range",
-    "capturing",   "has_devcomm", "degraded_windows", "nccl_error", "null_window", "timeout",
-    "no_symbol",   "out_of_step", "comm_broken",
+/* The reasons' names, levels and advice: one table, shim/reasons.def. */
+static const struct {
+  const char* name;
+  int level;
+  const char* advice;
+} reasons[NG_NREASONS] = {
+#define NG_REASON(id, name, level, advice) [NG_R_##id] = {name, NG_LOG_##level, advice},
+#include "reasons.def"
+#undef NG_REASON
 };
 
-const char* ng_reason_name(int r) { return (unsigned)r < NG_NREASONS ? reason_names[r] : "unknown"; }
-
-const char* ng_reason_advice(int r) {
-  switch (r) {
-    case NG_R_NULL_COMM:
-      return "the communicator does not exist yet (PyTorch creates it lazily at the first collective). Fix: "
-             "init_process_group(..., device_id=torch.device('cuda', local_rank)), or run one collective "
-             "(e.g. dist.barrier(group)) on the group before symmetric-memory rendezvous; ncclguard-run's "
-             "Python hook does the latter for you";
-    case NG_R_NULL_WIN: return "the window output pointer is NULL. Fix: pass the address of an ncclWindow_t";
-    case NG_R_NULL_BUFF: return "the buffer is NULL. Fix: register memory from ncclMemAlloc";
-    case NG_R_ZERO_SIZE: return "the size is 0. Fix: register a non-empty buffer";
-    case NG_R_COMM_DESTROYED: return "the communicator was already destroyed or aborted";
-    case NG_R_NOT_READY: return "the nonblocking communicator is still initialising";
-    case NG_R_NOT_DEVICE: return "the buffer is not CUDA device memory. Fix: allocate it with ncclMemAlloc";
-    case NG_R_WRONG_DEVICE:
-      return "the buffer lives on another GPU than the communicator. Fix: allocate it on the communicator's device";
-    case NG_R_NOT_VMM:
-      return "the buffer is not a CUDA VMM allocation (e.g. cudaMalloc) and this communicator takes NCCL's symmetric "
-             "path, which fails on such a buffer on this rank alone (its peers would wait). Fix: allocate it with "
-             "ncclMemAlloc (PyTorch: the symmetric-memory or NCCL mem-pool allocator)";
-    case NG_R_MISALIGNED:
-      return "the buffer does not meet the loaded NCCL's alignment (2.28+: offset from the allocation base a "
-             "multiple of 4096; 2.27: allocation base and size multiples of 2 MiB). Fix: register the allocation's "
-             "start or an aligned offset (ncclMemAlloc allocations are aligned)";
-    case NG_R_OUT_OF_RANGE:
-      return "buffer + size runs past the end of its allocation (2.27 and 2.29 refuse it). Fix: register a range "
-             "inside one allocation";
-    case NG_R_CAPTURING:
-      return "a CUDA graph capture is in progress; NCCL before 2.30.7 fails and invalidates the capture. Fix: "
-             "register before capturing (or NCCL >= 2.30.7)";
-    case NG_R_HAS_DEVCOMM:
-      return "this communicator has a device communicator: device code would read a NULL window (illegal memory "
-             "access), so ncclguard does not degrade here";
-    case NG_R_DEGRADED_WINDOWS:
-      return "windows of this communicator were degraded to unregistered buffers; device code would read a NULL "
-             "window. Fix: the reason logged when they were degraded";
-    case NG_R_NCCL_ERROR:
-      return "NCCL itself failed to register on at least one rank (its error is logged there); ranks where it "
-             "succeeded deregistered again";
-    case NG_R_NULL_WINDOW:
-      return "NCCL returned success with a NULL window: the communicator has no symmetric support (CUDA P2P "
-             "between all ranks, NCCL_WIN_ENABLE, cuMem)";
-    case NG_R_TIMEOUT:
-      return "a peer did not take part within NCCLGUARD_TIMEOUT; is ncclguard loaded on every rank, and does every "
-             "rank register the same windows in the same order? The agreement all-reduce stays queued on the "
-             "communicator, and the ranks are no longer in step: abort the communicator (ncclCommAbort; "
-             "ncclCommFinalize would wait for it) and create a new one";
-    case NG_R_OUT_OF_STEP:
-      return "the ranks ran different agreement rounds (a rank gave up an earlier round, or registered a different "
-             "number of windows in one group): abort the communicator (ncclCommAbort) and create a new one";
-    case NG_R_COMM_BROKEN:
-      return "an earlier agreement on this communicator failed (its reason was logged then): its ranks are no "
-             "longer in step, so ncclguard refuses further registrations on it. Fix: abort the communicator "
-             "(ncclCommAbort) and create a new one";
-    default: return "";
-  }
-}
+const char* ng_reason_name(int r) { return (unsigned)r < NG_NREASONS ? reasons[r].name : "unknown"; }
+int ng_reason_level(int r) { return (unsigned)r < NG_NREASONS ? reasons[r].level : NG_LOG_WARN; }
+/* NG_R_OK has no advice to give (its table text describes it for docs/LOG.md). */
+const char* ng_reason_advice(int r) { return (unsigned)r < NG_NREASONS && r != NG_R_OK ? reasons[r].advice : ""; }
 
 int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* facts) {
   (void)dev; /* a buffer on another GPU than the communicator's: NCCL's own business, not checked */

@@ -645,32 +645,28 @@ static void summarize(wsum *s, double *tmp) {
   s->status = classes > 1 ? 1 : (s->cnt[D_STUCK] == n ? 2 : 0);
 }
 
-static const char *diagnosis(const char *reason, const char *result) {
+/* The reasons, with their level and advice: the library's own table (shim/reasons.def). */
+static const struct {
+  const char *name, *level, *advice;
+} reasons[] = {
+#define NG_REASON(id, name, level, advice) {name, #level, advice},
+#define NG_HOOK_REASON(name, level, advice) {name, #level, advice},
+#include "../shim/reasons.def"
+#undef NG_REASON
+#undef NG_HOOK_REASON
+};
+
+/* the table's row for a logged reason ("peer_" + name: the same reason, on another rank) */
+static int reason_row(const char *reason) {
   const char *r = strncmp(reason, "peer_", 5) == 0 ? reason + 5 : reason;
-  static const struct {
-    const char *key, *text;
-  } t[] = {
-      {"null_comm", "the communicator is NULL: PyTorch creates NCCL communicators lazily, at the first collective; pass device_id= to init_process_group (eager), or run a barrier/all_reduce on the group before registering windows"},
-      {"null_win", "the win argument is NULL: a bug in the caller"},
-      {"null_buff", "the buffer is NULL: a bug in the caller (or an allocation that failed)"},
-      {"zero_size", "size 0: a bug in the caller"},
-      {"comm_destroyed", "the communicator was already destroyed: register (and deregister) before ncclCommDestroy"},
-      {"not_ready", "the non-blocking communicator had not finished initialising: wait until ncclCommGetAsyncError returns ncclSuccess (ncclguard waits up to NCCLGUARD_TIMEOUT)"},
-      {"not_device", "the buffer is not GPU memory: allocate it with ncclMemAlloc"},
-      {"wrong_device", "the buffer lives on another GPU than the communicator: allocate it on the communicator's device"},
-      {"not_vmm", "the buffer does not come from the CUDA VMM API (cudaMalloc?): allocate it with ncclMemAlloc (or cuMemCreate/cuMemMap)"},
-      {"misaligned", "the buffer's offset in its allocation is not a multiple of 4096 (NCCL 2.28), or base/size not 2 MiB aligned (2.27): register the allocation's base"},
-      {"out_of_range", "buffer + size runs past the end of its allocation"},
-      {"capturing", "registration during CUDA graph capture: register before capture starts (NCCL fixed it in 2.30.7)"},
-      {"has_devcomm", "a device communicator already exists on this communicator: register windows before ncclDevCommCreate"},
-      {"degraded_windows", "some windows of this communicator were degraded (NULL): device code cannot use them; fix the degraded registrations first"},
-      {"nccl_error", "NCCL itself returned an error: rerun with NCCL_DEBUG=WARN to see NCCL's reason"},
-      {"null_window", "NCCL returned success with a NULL window: the communicator has no symmetric support (GPUs without P2P, NCCL_WIN_ENABLE=0, NCCL_CUMEM_ENABLE=0): run ncclguard-doctor"},
-      {"timeout", "a rank waited NCCLGUARD_TIMEOUT seconds for the others: some rank never reached this registration; the divergent windows above name it"},
-      {"no_symbol", "the real NCCL lacks this function: NCCL too old (windows need 2.27+); run ncclguard-doctor"},
-  };
-  for (size_t i = 0; i < sizeof t / sizeof *t; i++)
-    if (!strcmp(r, t[i].key)) return t[i].text;
+  for (size_t i = 0; i < sizeof reasons / sizeof *reasons; i++)
+    if (!strcmp(r, reasons[i].name)) return (int)i;
+  return -1;
+}
+
+static const char *diagnosis(const char *reason, const char *result) {
+  int row = reason_row(reason);
+  if (row > 0 && reasons[row].advice[0]) return reasons[row].advice; /* row 0 is "ok": no advice */
   static const struct {
     const char *key, *text;
   } u[] = {
@@ -730,6 +726,9 @@ static void print_first(const char *title, const first_error *f) {
   printf("\n  msg: %s\n  at: %s:%ld\n  diagnosis: %s\n", f->msg[0] ? f->msg : "-", f->file, f->line, diagnosis(f->reason, f->result));
   if (f->bad_rank >= 0 && f->bad_rank != f->rank)
     printf("  the check failed on rank %ld first: read that rank's log\n", f->bad_rank);
+  int row = reason_row(f->reason);
+  if (row >= 0 && (!strcmp(reasons[row].name, "timeout") || !strcmp(reasons[row].name, "out_of_step")))
+    printf("  some rank never reached this registration: the divergent windows above name it\n");
 }
 
 static void json_first(const first_error *f) {
