@@ -63,6 +63,7 @@ $(SHIM): $(SHIM_OBJ) shim/ncclguard.map
 -include tests/fake/fake.mk
 -include tests/progs/progs.mk
 -include tools/tools.mk
+include tools/report.mk
 -include tests/fuzz/fuzz.mk
 -include tests/real/real.mk
 

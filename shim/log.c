@@ -17,6 +17,38 @@
 
 #include "guard.h"
 
+/* The log schema (shim/logschema.def): its version, written in every log file's header line; built
+ * with -DNG_LOG_CHECK (tests/t_tools_report.sh), every key written is checked against the table. */
+enum { NG_T_str, NG_T_int, NG_T_float, NG_T_ptr, NG_T_hex64, NG_T_bool, NG_T_any };
+#ifdef NG_LOG_CHECK
+static const struct {
+  const char* name;
+  int type;
+} schema_keys[] = {
+#define NG_LOGKEY(name, type, writer, doc) {#name, NG_T_##type},
+#include "logschema.def"
+#undef NG_LOGKEY
+};
+static void check_key(const char* k, int type) {
+  for (size_t i = 0; i < sizeof schema_keys / sizeof *schema_keys; i++) {
+    const char* n = schema_keys[i].name;
+    size_t len = strlen(n);
+    int match = n[len - 1] == '_' ? !strncmp(k, n, len) : !strcmp(k, n); /* NCCLGUARD_: a prefix */
+    if (match && (schema_keys[i].type == type || schema_keys[i].type == NG_T_any ||
+                  (type == NG_T_str && (schema_keys[i].type == NG_T_ptr || schema_keys[i].type == NG_T_hex64))))
+      return;
+    if (match) break;
+  }
+  fprintf(stderr, "ncclguard: log key %s (type %d) is not in shim/logschema.def with that type\n", k, type);
+  abort();
+}
+#else
+#define NG_LOGKEY(name, type, writer, doc)
+#include "logschema.def"
+#undef NG_LOGKEY
+#define check_key(k, type) ((void)0)
+#endif
+
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static int log_fd = -1; /* -1: not opened yet */
 static int log_rank = -1;
@@ -116,6 +148,8 @@ static void write_all(int fd, const char* s, size_t n) {
   }
 }
 
+static void write_header(int fd);
+
 static int get_fd(void) {
   int fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
   if (fd >= 0) return fd;
@@ -134,6 +168,7 @@ static int get_fd(void) {
         fd = opened;
         struct stat st;
         if (!fstat(fd, &st)) log_bytes = st.st_size;
+        if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size == 0) write_header(fd);
       } else {
         char msg[PATH_MAX + 200];
         int n = snprintf(msg, sizeof msg,
@@ -235,7 +270,7 @@ static void key(struct ng_line* l, const char* k) {
   else { puts_(l, " "); puts_(l, k); puts_(l, "="); }
 }
 
-void ng_kv_str(struct ng_line* l, const char* k, const char* v) {
+static void kv_str(struct ng_line* l, const char* k, const char* v) {
   key(l, k);
   if (!v) v = "";
   int quote = l->json || strpbrk(v, " \t\"=") || !*v;
@@ -245,7 +280,13 @@ void ng_kv_str(struct ng_line* l, const char* k, const char* v) {
   done(l);
 }
 
+void ng_kv_str(struct ng_line* l, const char* k, const char* v) {
+  check_key(k, NG_T_str);
+  kv_str(l, k, v);
+}
+
 void ng_kv_int(struct ng_line* l, const char* k, long long v) {
+  check_key(k, NG_T_int);
   char s[32];
   snprintf(s, sizeof s, "%lld", v);
   key(l, k);
@@ -255,23 +296,45 @@ void ng_kv_int(struct ng_line* l, const char* k, long long v) {
 
 void ng_kv_u64hex(struct ng_line* l, const char* k, uint64_t v) {
   char s[24];
+  check_key(k, NG_T_hex64);
   snprintf(s, sizeof s, "%016llx", (unsigned long long)v);
-  ng_kv_str(l, k, s);
+  kv_str(l, k, s);
 }
 
 void ng_kv_ptr(struct ng_line* l, const char* k, const void* p) {
   char s[24];
   snprintf(s, sizeof s, "%p", p);
+  check_key(k, NG_T_ptr);
   if (!p) strcpy(s, "0x0");
-  ng_kv_str(l, k, s);
+  kv_str(l, k, s);
 }
 
 void ng_kv_dbl(struct ng_line* l, const char* k, double v) {
+  check_key(k, NG_T_float);
   char s[40];
   snprintf(s, sizeof s, "%.1f", v);
   key(l, k);
   puts_(l, s);
   done(l);
+}
+
+/* The header line of a log file, written by whoever creates it (the library or the Python hook):
+ * the schema's version (shim/logschema.def, docs/LOG.md), so that a reader knows the keys. */
+static void write_header(int fd) {
+  struct ng_line l;
+  ng_line_begin(&l, NG_LOG_INFO, -1);
+  ng_kv_str(&l, "fn", "log");
+  ng_kv_int(&l, "schema", NG_LOG_SCHEMA);
+  key(&l, "msg");
+  char msg[160];
+  snprintf(msg, sizeof msg, "%s log, schema %d: keys and types in docs/LOG.md", ng_version(), NG_LOG_SCHEMA);
+  puts_(&l, "\"");
+  put_escaped(&l, msg, l.json);
+  puts_(&l, "\"");
+  if (l.json) l.buf[l.len++] = '}';
+  l.buf[l.len++] = '\n';
+  write_all(fd, l.buf, (size_t)l.len);
+  log_bytes += l.len;
 }
 
 void ng_line_end(struct ng_line* l, const char* fmt, ...) {

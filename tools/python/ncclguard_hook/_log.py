@@ -1,7 +1,10 @@
-"""Log lines in the library's format (docs/DESIGN.md, "Log format"), to the library's destination.
+"""Log lines in the library's format (docs/LOG.md), to the library's destination.
 
 Text:  host:pid:tid [dev] NCCLGUARD LEVEL key=value ... msg="..."
 JSON:  {"ts":..,"host":..,"pid":..,"tid":..,"dev":..,"level":..,<keys>..,"msg":..}
+
+The keys, their order and their types come from the library's table (shim/logschema.def), through
+the generated _schema.py; a file this module creates begins with the schema's header line.
 
 Settings are read once, at the first line: NCCLGUARD_LOG (off|warn|info|trace, default warn),
 NCCLGUARD_LOG_FORMAT (text|json), NCCLGUARD_LOG_FILE (%h host, %p pid, %r rank, %% percent;
@@ -14,6 +17,8 @@ import os
 import sys
 import threading
 
+from . import _schema
+
 OFF, WARN, INFO, TRACE = 0, 1, 2, 3
 _LEVELS = {"off": OFF, "warn": WARN, "info": INFO, "trace": TRACE}
 _NAMES = {WARN: "WARN", INFO: "INFO", TRACE: "TRACE"}
@@ -21,6 +26,52 @@ _NAMES = {WARN: "WARN", INFO: "INFO", TRACE: "TRACE"}
 # The variables the library reads for %r, in its order (shim/log.c env_rank).
 _RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID",
               "MV2_COMM_WORLD_RANK")
+
+# The schema: the prefix keys (the line's fixed start), then each key's type and place in a line.
+_PREFIX = tuple(k for k, _t, w in _schema.KEYS if w == "prefix")
+_TYPE = {k: t for k, t, _w in _schema.KEYS}
+_ORDER = {k: i for i, (k, _t, _w) in enumerate(_schema.KEYS)}
+_PREFIXED = tuple((k, t) for k, t, _w in _schema.KEYS if k.endswith("_"))  # NCCLGUARD_*: a prefix
+
+
+def key_type(k):
+    """The schema's type of key k (KeyError when the table has no such key)."""
+    t = _TYPE.get(k)
+    if t is None:
+        for p, pt in _PREFIXED:
+            if k.startswith(p):
+                return pt
+        raise KeyError(k)
+    return t
+
+
+def _typed(k, v):
+    """v as the schema's type of k says: int, float, or the string the library writes."""
+    try:
+        t = key_type(k)
+    except KeyError:
+        t = "any"
+    if isinstance(v, bool):
+        v = int(v)
+    try:
+        if t == "int" or t == "bool":
+            return int(v)
+        if t == "float":
+            return round(float(v), 1)  # the library prints %.1f
+        if t == "ptr":
+            return v if isinstance(v, str) and v.startswith("0x") else ptr(v)
+        if t == "hex64":
+            return v if isinstance(v, str) else "%016x" % (int(v) & (2 ** 64 - 1))
+    except (TypeError, ValueError):
+        pass
+    return v if isinstance(v, (int, float)) and t == "any" else str(v)
+
+
+def _ordered(kvs):
+    """kvs in the schema's order (stable; keys the table lacks keep their place at the end)."""
+    n = len(_ORDER)
+    return sorted(kvs, key=lambda kv: _ORDER.get(kv[0], _ORDER.get("NCCLGUARD_", n) if kv[0].startswith("NCCLGUARD_") else n))
+
 
 _lock = threading.Lock()
 _cfg = None  # (level, json, file pattern) once read
@@ -122,6 +173,10 @@ def _get_fd():
             flags |= getattr(os, f, 0)
         try:
             fd = os.open(path, flags, 0o644)
+            if os.fstat(fd).st_size == 0:  # this process created it: the schema's header line
+                _write_all(fd, _format(INFO, -1, [("fn", "log"), ("schema", _schema.SCHEMA)],
+                                       "ncclguard Python hook log, schema %d: keys and types in docs/LOG.md"
+                                       % _schema.SCHEMA))
         except OSError as e:
             fd = 2
             line = _format(WARN, -1, [("fn", "log")],
@@ -164,24 +219,19 @@ def _format(level, dev, kvs, msg, force_text=False):
     import time
     json_ = _config()[1] and not force_text
     tid = threading.get_native_id() if hasattr(threading, "get_native_id") else 0
+    kvs = [(k, _typed(k, v)) for k, v in _ordered(kvs) if k not in _PREFIX and k != "msg"]
+    prefix = {"ts": round(time.time(), 6), "host": _hostname(), "pid": os.getpid(), "tid": tid,
+              "dev": dev, "level": _NAMES.get(level, "TRACE")}
     if json_:
         import json
-        obj = {"ts": round(time.time(), 6), "host": _hostname(), "pid": os.getpid(), "tid": tid,
-               "dev": dev, "level": _NAMES.get(level, "TRACE")}
+        obj = {k: prefix[k] for k in _PREFIX}
         for k, v in kvs:
-            if isinstance(v, bool):
-                v = int(v)
-            if isinstance(v, float):
-                v = round(v, 1)  # the library prints %.1f
-            obj[k] = v if isinstance(v, (int, float)) else str(v)
+            obj[k] = v
         if msg is not None:
             obj["msg"] = str(msg)
         return (json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8", "replace")
-    parts = ["%s:%d:%d [%d] NCCLGUARD %s" % (_hostname(), os.getpid(), tid, dev,
-                                             _NAMES.get(level, "TRACE"))]
+    parts = ["%s:%d:%d [%d] NCCLGUARD %s" % (prefix["host"], prefix["pid"], tid, dev, prefix["level"])]
     for k, v in kvs:
-        if isinstance(v, bool):
-            v = int(v)
         if isinstance(v, float):
             parts.append("%s=%.1f" % (k, v))
         elif isinstance(v, int):

@@ -1,0 +1,19 @@
+# The tables (shim/logschema.def, shim/reasons.def) and what is generated from them. Included by the
+# top-level Makefile. `make tables` rewrites the generated files that are committed: the Python
+# hook's key list (tools/python/ncclguard_hook/_schema.py) and docs/LOG.md; tests/t_tools_report.sh
+# fails when they are stale.
+TABLES = shim/logschema.def shim/reasons.def
+
+$(BUILD)/gentables: tools/gentables.c $(TABLES)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $<
+
+# ncclguard-report includes both tables.
+$(BUILD)/ncclguard-report: $(TABLES)
+
+tools: $(BUILD)/gentables
+
+.PHONY: tables
+tables: $(BUILD)/gentables
+	$(BUILD)/gentables --python >tools/python/ncclguard_hook/_schema.py
+	$(BUILD)/gentables --doc >docs/LOG.md
