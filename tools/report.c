@@ -34,6 +34,13 @@ static const char *usage_text =
     "Options:\n"
     "  --json         one JSON document instead of text\n"
     "  -q, --quiet    only the summary line, the divergent windows and the first error\n"
+    "  --trace FILE   also write a Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev): one\n"
+    "                 track per rank (process: host, thread: rank), one slice per intercepted call\n"
+    "                 (its time and duration; text logs have no times: calls laid end to end),\n"
+    "                 the line's keys (decision, reason, arguments) as its args\n"
+    "  --html FILE    also write the outcome grid as a picture, one self-contained HTML file (no\n"
+    "                 network): ranks x registrations, one colour per decision, divergent marked\n"
+    "  --picture FILE the same as --html\n"
     "  --version      the version of ncclguard\n"
     "  -h, --help     this text\n"
     "\n"
@@ -129,13 +136,26 @@ typedef struct {
   int n;
 } slice;
 
+/* one key=value of a line, as written (for --trace, which shows them all) */
+typedef struct {
+  const char *k;
+  int kn;
+  int key;   /* the schema's row, -1 unknown */
+  int kind;  /* V_BARE (text bare or JSON number/true/false), V_TEXTSTR (text quoted), V_JSONSTR, V_NULL */
+  slice v;
+} pair;
+enum { V_BARE, V_TEXTSTR, V_JSONSTR, V_NULL };
+#define MAX_PAIRS 64
+
 typedef struct {
   slice host, level, fn, cid, result, decision, reason, msg;
   int msg_json; /* msg is a JSON string body (escapes \n, \uXXXX) rather than a text one */
-  long pid, rank, nranks, attempt, bad_rank;
+  long pid, tid, rank, nranks, attempt, bad_rank, schema;
   int64_t seq;
   double us, ts;
-  int has_ts;
+  int has_ts, has_us;
+  int npairs;
+  pair pairs[MAX_PAIRS];
 } event;
 
 static int seq_eq(slice s, const char *lit) {
@@ -181,31 +201,84 @@ static int slice_hex(slice s, uint64_t *out) {
   return 1;
 }
 
-/* key -> field; unknown keys are ignored */
-static void set_field(event *e, const char *k, int kn, slice v) {
-#define K(lit) (kn == (int)sizeof(lit) - 1 && memcmp(k, lit, sizeof(lit) - 1) == 0)
-  if (K("fn")) e->fn = v;
-  else if (K("cid")) e->cid = v;
-  else if (K("rank")) e->rank = slice_long(v, -1);
-  else if (K("nranks")) e->nranks = slice_long(v, -1);
-  else if (K("seq")) e->seq = slice_long(v, -1);
-  else if (K("result")) e->result = v;
-  else if (K("us")) e->us = slice_double(v, -1);
-  else if (K("decision")) e->decision = v;
-  else if (K("reason")) e->reason = v;
-  else if (K("attempt")) e->attempt = slice_long(v, 0);
-  else if (K("bad_rank")) e->bad_rank = slice_long(v, -1);
-  else if (K("msg")) e->msg = v;
-  else if (K("level")) e->level = v;
-  else if (K("host")) e->host = v;
-  else if (K("pid")) e->pid = slice_long(v, -1);
-  else if (K("ts")) { e->ts = slice_double(v, 0); e->has_ts = 1; }
-#undef K
+/* ---- the log schema (shim/logschema.def): every key the report reads is a row of it ---- */
+
+enum {
+#define NG_LOGKEY(name, type, writer, doc) K_##name,
+#include "../shim/logschema.def"
+#undef NG_LOGKEY
+  K_N
+};
+enum { T_str, T_int, T_float, T_ptr, T_hex64, T_bool, T_any };
+static const struct {
+  const char *name;
+  int type;
+} schema_keys[K_N] = {
+#define NG_LOGKEY(name, type, writer, doc) {#name, T_##type},
+#include "../shim/logschema.def"
+#undef NG_LOGKEY
+};
+
+/* key name -> row: an open-addressing table built once; NCCLGUARD_* keys map to the prefix row */
+#define KH 256
+static int16_t key_slot[KH];
+static unsigned key_hash(const char *k, int n) {
+  unsigned h = 2166136261u;
+  for (int i = 0; i < n; i++) h = (h ^ (unsigned char)k[i]) * 16777619u;
+  return h;
+}
+static void keys_init(void) {
+  for (int i = 0; i < KH; i++) key_slot[i] = -1;
+  for (int r = 0; r < K_N; r++) {
+    unsigned h = key_hash(schema_keys[r].name, (int)strlen(schema_keys[r].name)) % KH;
+    while (key_slot[h] >= 0) h = (h + 1) % KH;
+    key_slot[h] = (int16_t)r;
+  }
+}
+static int key_row(const char *k, int n) {
+  for (unsigned h = key_hash(k, n) % KH; key_slot[h] >= 0; h = (h + 1) % KH) {
+    const char *name = schema_keys[key_slot[h]].name;
+    if ((int)strlen(name) == n && memcmp(name, k, (size_t)n) == 0) return key_slot[h];
+  }
+  if (n > 10 && memcmp(k, "NCCLGUARD_", 10) == 0) return K_NCCLGUARD_;
+  return -1;
+}
+
+static int opt_trace_on; /* keep every pair of a line (--trace) */
+
+static void set_field(event *e, const char *k, int kn, slice v, int kind) {
+  int row = key_row(k, kn);
+  if (opt_trace_on && e->npairs < MAX_PAIRS) e->pairs[e->npairs++] = (pair){k, kn, row, kind, v};
+  if (kind == V_NULL) return;
+  switch (row) {
+    case K_fn: e->fn = v; break;
+    case K_cid: e->cid = v; break;
+    case K_rank: e->rank = slice_long(v, -1); break;
+    case K_nranks: e->nranks = slice_long(v, -1); break;
+    case K_seq: e->seq = slice_long(v, -1); break;
+    case K_result: e->result = v; break;
+    case K_us: e->us = slice_double(v, -1); e->has_us = e->us >= 0; break;
+    case K_decision: e->decision = v; break;
+    case K_reason: e->reason = v; break;
+    case K_attempt: e->attempt = slice_long(v, 0); break;
+    case K_bad_rank: e->bad_rank = slice_long(v, -1); break;
+    case K_msg: e->msg = v; e->msg_json = kind == V_JSONSTR; break;
+    case K_level: e->level = v; break;
+    case K_host: e->host = v; break;
+    case K_pid: e->pid = slice_long(v, -1); break;
+    case K_tid: e->tid = slice_long(v, -1); break;
+    case K_schema: e->schema = slice_long(v, -1); break;
+    case K_ts: e->ts = slice_double(v, 0); e->has_ts = 1; break;
+    default: break; /* a key the report does not use, or one a newer schema added */
+  }
 }
 
 static void event_init(event *e) {
-  memset(e, 0, sizeof *e);
-  e->pid = e->rank = e->nranks = e->bad_rank = -1;
+  e->host = e->level = e->fn = e->cid = e->result = e->decision = e->reason = e->msg = (slice){NULL, 0};
+  e->msg_json = e->has_ts = e->has_us = e->npairs = 0;
+  e->attempt = 0;
+  e->ts = 0;
+  e->pid = e->tid = e->rank = e->nranks = e->bad_rank = e->schema = -1;
   e->seq = -1;
   e->us = -1;
 }
@@ -216,15 +289,29 @@ static int parse_text(const char *s, const char *end, event *e) {
   if (!tag) return 0;
   /* host and pid from the prefix */
   const char *c1 = memchr(s, ':', (size_t)(tag - s));
+#define PAIR(name, row, val) \
+  if (opt_trace_on && e->npairs < MAX_PAIRS) e->pairs[e->npairs++] = (pair){name, (int)sizeof name - 1, row, V_BARE, val}
   if (c1) {
     e->host = (slice){s, (int)(c1 - s)};
+    PAIR("host", K_host, e->host);
     const char *c2 = memchr(c1 + 1, ':', (size_t)(tag - c1 - 1));
-    if (c2) e->pid = slice_long((slice){c1 + 1, (int)(c2 - c1 - 1)}, -1);
+    if (c2) {
+      e->pid = slice_long((slice){c1 + 1, (int)(c2 - c1 - 1)}, -1);
+      const char *sp = memchr(c2 + 1, ' ', (size_t)(tag - c2 - 1));
+      e->tid = slice_long((slice){c2 + 1, (int)((sp ? sp : tag) - c2 - 1)}, -1);
+      PAIR("pid", K_pid, ((slice){c1 + 1, (int)(c2 - c1 - 1)}));
+      PAIR("tid", K_tid, ((slice){c2 + 1, (int)((sp ? sp : tag) - c2 - 1)}));
+      const char *lb = sp ? memchr(sp, '[', (size_t)(tag - sp)) : NULL;
+      const char *rb = lb ? memchr(lb, ']', (size_t)(tag - lb)) : NULL;
+      if (rb) PAIR("dev", K_dev, ((slice){lb + 1, (int)(rb - lb - 1)}));
+    }
   }
   const char *p = tag + 11;
   const char *l = p;
   while (p < end && *p != ' ') p++;
   e->level = (slice){l, (int)(p - l)};
+  PAIR("level", K_level, e->level);
+#undef PAIR
   while (p < end) {
     while (p < end && *p == ' ') p++;
     if (p >= end) break;
@@ -234,7 +321,9 @@ static int parse_text(const char *s, const char *end, event *e) {
     int kn = (int)(p - k);
     p++;
     slice v;
+    int kind = V_BARE;
     if (p < end && *p == '"') {
+      kind = V_TEXTSTR;
       const char *b = ++p;
       while (p < end && *p != '"') {
         if (*p == '\\' && p + 1 < end) p++;
@@ -247,7 +336,7 @@ static int parse_text(const char *s, const char *end, event *e) {
       while (p < end && *p != ' ') p++;
       v = (slice){b, (int)(p - b)};
     }
-    set_field(e, k, kn, v);
+    set_field(e, k, kn, v, kind);
   }
   return 1;
 }
@@ -305,10 +394,12 @@ static int parse_json(const char *s, const char *end, event *e) {
       const char *b = p;
       while (p < end && *p != ',' && *p != '}' && *p != ' ') p++;
       v = (slice){b, (int)(p - b)};
-      if (v.n == 4 && memcmp(v.p, "null", 4) == 0) continue;
+      if (v.n == 4 && memcmp(v.p, "null", 4) == 0) {
+        set_field(e, k, kn, v, V_NULL);
+        continue;
+      }
     }
-    set_field(e, k, kn, v);
-    if (is_str && kn == 3 && memcmp(k, "msg", 3) == 0) e->msg_json = 1;
+    set_field(e, k, kn, v, is_str ? V_JSONSTR : V_BARE);
     any = 1;
   }
   return any;
@@ -427,8 +518,317 @@ static int decision_of(slice d) {
   return D_NONE; /* retry, deferred, internal, none */
 }
 
+/* ---- --trace: a Chrome/Perfetto trace, one track per rank, one slice per intercepted call ---- */
+
+/* a growing byte buffer */
+typedef struct {
+  char *p;
+  size_t n, cap;
+} sbuf;
+static void sb_put(sbuf *b, const char *s, size_t n) {
+  if (b->n + n + 1 > b->cap) {
+    size_t c = b->cap ? b->cap * 2 : 256;
+    while (c < b->n + n + 1) c *= 2;
+    char *q = realloc(b->p, c);
+    if (!q) { perror("ncclguard-report"); exit(2); }
+    b->p = q;
+    b->cap = c;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+  b->p[b->n] = 0;
+}
+static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_chr(sbuf *b, char c) { sb_put(b, &c, 1); }
+
+static int hexval(char c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+static void utf8_put(sbuf *b, unsigned cp) {
+  char u[4];
+  if (cp < 0x80) sb_chr(b, (char)cp);
+  else if (cp < 0x800) { u[0] = (char)(0xc0 | cp >> 6); u[1] = (char)(0x80 | (cp & 0x3f)); sb_put(b, u, 2); }
+  else if (cp < 0x10000) {
+    u[0] = (char)(0xe0 | cp >> 12); u[1] = (char)(0x80 | ((cp >> 6) & 0x3f)); u[2] = (char)(0x80 | (cp & 0x3f));
+    sb_put(b, u, 3);
+  } else {
+    u[0] = (char)(0xf0 | cp >> 18); u[1] = (char)(0x80 | ((cp >> 12) & 0x3f)); u[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    u[3] = (char)(0x80 | (cp & 0x3f));
+    sb_put(b, u, 4);
+  }
+}
+/* a string value as the writer escaped it (text: \" \\ \n \xNN; JSON: its escapes) -> raw bytes */
+static void unescape_into(sbuf *b, slice s, int json) {
+  for (int i = 0; i < s.n; i++) {
+    char c = s.p[i];
+    if (c != '\\' || i + 1 >= s.n) { sb_chr(b, c); continue; }
+    char d = s.p[++i];
+    int h1, h2;
+    switch (d) {
+      case 'n': sb_chr(b, '\n'); break;
+      case 't': sb_chr(b, '\t'); break;
+      case 'r': sb_chr(b, '\r'); break;
+      case 'b': sb_chr(b, '\b'); break;
+      case 'f': sb_chr(b, '\f'); break;
+      case 'x':
+        if (!json && i + 2 < s.n && (h1 = hexval(s.p[i + 1])) >= 0 && (h2 = hexval(s.p[i + 2])) >= 0) {
+          sb_chr(b, (char)(h1 * 16 + h2));
+          i += 2;
+        } else sb_chr(b, d);
+        break;
+      case 'u': {
+        unsigned cp = 0;
+        int ok = i + 4 < s.n;
+        for (int j = 1; ok && j <= 4; j++) ok = hexval(s.p[i + j]) >= 0, cp = cp * 16 + (unsigned)(ok ? hexval(s.p[i + j]) : 0);
+        if (!json || !ok) { sb_chr(b, d); break; }
+        i += 4;
+        if (cp >= 0xd800 && cp < 0xdc00 && i + 6 < s.n && s.p[i + 1] == '\\' && s.p[i + 2] == 'u') {
+          unsigned lo = 0;
+          int ok2 = 1;
+          for (int j = 3; ok2 && j <= 6; j++) ok2 = hexval(s.p[i + j]) >= 0, lo = lo * 16 + (unsigned)(ok2 ? hexval(s.p[i + j]) : 0);
+          if (ok2 && lo >= 0xdc00 && lo < 0xe000) {
+            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+            i += 6;
+          }
+        }
+        utf8_put(b, cp >= 0xd800 && cp < 0xe000 ? 0xfffd : cp);
+        break;
+      }
+      default: sb_chr(b, d); /* \" \\ \/ and anything else: the character itself */
+    }
+  }
+}
+/* raw bytes -> a JSON string (valid UTF-8: a malformed byte becomes U+FFFD; '<' escaped for HTML) */
+static void json_quote(sbuf *o, const char *p, size_t n) {
+  sb_chr(o, '"');
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)p[i];
+    char e[8];
+    if (c == '"' || c == '\\') { sb_chr(o, '\\'); sb_chr(o, (char)c); }
+    else if (c == '\n') sb_puts(o, "\\n");
+    else if (c < 0x20 || c == '<' || c == 0x7f) { snprintf(e, sizeof e, "\\u%04x", c); sb_puts(o, e); }
+    else if (c < 0x80) sb_chr(o, (char)c);
+    else {
+      int len = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+      int ok = len > 0 && i + (size_t)len <= n;
+      for (int j = 1; ok && j < len; j++) ok = ((unsigned char)p[i + (size_t)j] & 0xc0) == 0x80;
+      if (ok) { sb_put(o, p + i, (size_t)len); i += (size_t)len - 1; }
+      else sb_puts(o, "\\ufffd");
+    }
+  }
+  sb_chr(o, '"');
+}
+/* a bare token that is a JSON number */
+static int is_json_number(slice v) {
+  int i = 0, digits = 0;
+  if (i < v.n && v.p[i] == '-') i++;
+  while (i < v.n && v.p[i] >= '0' && v.p[i] <= '9') i++, digits++;
+  if (!digits || (v.p[v.p[0] == '-'] == '0' && digits > 1)) return 0;
+  if (i < v.n && v.p[i] == '.') {
+    int f = 0;
+    for (i++; i < v.n && v.p[i] >= '0' && v.p[i] <= '9'; i++) f++;
+    if (!f) return 0;
+  }
+  if (i < v.n && (v.p[i] == 'e' || v.p[i] == 'E')) {
+    int f = 0;
+    i++;
+    if (i < v.n && (v.p[i] == '+' || v.p[i] == '-')) i++;
+    for (; i < v.n && v.p[i] >= '0' && v.p[i] <= '9'; i++) f++;
+    if (!f) return 0;
+  }
+  return i == v.n;
+}
+/* one value, typed by the schema: numbers for int/float, true for bool, null, else a string */
+static void json_value(sbuf *o, const pair *q, sbuf *tmp) {
+  int type = q->key >= 0 ? schema_keys[q->key].type : T_any;
+  if (q->kind == V_NULL) { sb_puts(o, "null"); return; }
+  if (q->kind == V_BARE) {
+    if ((type == T_int || type == T_float || type == T_any) && is_json_number(q->v)) { sb_put(o, q->v.p, (size_t)q->v.n); return; }
+    if (type == T_bool && (seq_eq(q->v, "1") || seq_eq(q->v, "true"))) { sb_puts(o, "true"); return; }
+    if (type == T_bool && (seq_eq(q->v, "0") || seq_eq(q->v, "false"))) { sb_puts(o, "false"); return; }
+  }
+  tmp->n = 0;
+  if (q->kind == V_BARE) sb_put(tmp, q->v.p, (size_t)q->v.n);
+  else unescape_into(tmp, q->v, q->kind == V_JSONSTR);
+  json_quote(o, tmp->p ? tmp->p : "", tmp->n);
+}
+
+typedef struct track {
+  char *key; /* host:pid:tid */
+  char *host;
+  long pid, tid;
+  long rank; /* its first rank seen, -1 none */
+  int has_cid_rank; /* that rank came from a line with a communicator id */
+  UT_hash_handle hh;
+} track;
+
+typedef struct {
+  track *t;
+  double ts, dur; /* microseconds; ts < 0: the line had no time (text logs) */
+  char ph;        /* 'X' a call, 'i' an event without a duration */
+  char *body;     /* "name":...,"cat":...,"args":{...} */
+} tevent;
+
+static track *tracks;
+static tevent *tevs;
+static int n_tevs, cap_tevs;
+static sbuf tsb, ttmp;
+
+static void trace_add(const event *e) {
+  if (e->fn.n == 0) return;
+  char key[256];
+  snprintf(key, sizeof key, "%.*s:%ld:%ld", e->host.n > 128 ? 128 : e->host.n, e->host.p ? e->host.p : "", e->pid, e->tid);
+  track *t;
+  HASH_FIND_STR(tracks, key, t);
+  if (!t) {
+    t = calloc(1, sizeof *t);
+    if (!t || !(t->key = strdup(key)) || !(t->host = strndup(e->host.p ? e->host.p : "", (size_t)e->host.n))) {
+      perror("ncclguard-report");
+      exit(2);
+    }
+    t->pid = e->pid;
+    t->tid = e->tid;
+    t->rank = -1;
+    HASH_ADD_KEYPTR(hh, tracks, t->key, strlen(t->key), t);
+  }
+  int with_cid = e->cid.n > 0 && !seq_eq(e->cid, "0000000000000000");
+  if (e->rank >= 0 && (t->rank < 0 || (with_cid && !t->has_cid_rank))) {
+    t->rank = e->rank;
+    t->has_cid_rank = with_cid;
+  }
+  tsb.n = 0;
+  sb_puts(&tsb, "\"name\":");
+  json_quote(&tsb, e->fn.p, (size_t)e->fn.n);
+  sb_puts(&tsb, ",\"cat\":");
+  if (e->decision.n) json_quote(&tsb, e->decision.p, (size_t)e->decision.n);
+  else sb_puts(&tsb, "\"event\"");
+  sb_puts(&tsb, ",\"args\":{");
+  int first = 1;
+  for (int i = 0; i < e->npairs; i++) {
+    const pair *q = &e->pairs[i];
+    /* ts and us are the slice's ts and dur, fn its name, host its process's name */
+    if (q->key == K_ts || (q->key == K_us && e->has_us) || q->key == K_fn || q->key == K_host) continue;
+    if (!first) sb_chr(&tsb, ',');
+    first = 0;
+    json_quote(&tsb, q->k, (size_t)q->kn);
+    sb_chr(&tsb, ':');
+    json_value(&tsb, q, &ttmp);
+  }
+  sb_puts(&tsb, "}");
+  if (!grow((void **)&tevs, &cap_tevs, n_tevs + 1, sizeof *tevs)) { perror("ncclguard-report"); exit(2); }
+  tevent *v = &tevs[n_tevs++];
+  v->t = t;
+  v->ph = e->has_us ? 'X' : 'i';
+  v->dur = e->has_us ? e->us : 0;
+  /* a JSON line's ts is when it was written: the end of the call */
+  v->ts = e->has_ts ? e->ts * 1e6 - v->dur : -1;
+  v->body = strdup(tsb.p);
+  if (!v->body) { perror("ncclguard-report"); exit(2); }
+}
+
+/* the trace's pid (a host) and tid (a rank) of a track */
+typedef struct lane {
+  char key[160]; /* pid:tid */
+  double cursor; /* end of its last slice without a time of its own */
+  UT_hash_handle hh;
+} lane;
+
+static int cmp_cstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int write_trace(const char *path) {
+  FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
+  if (!f) { fprintf(stderr, "ncclguard-report: --trace %s: %s\n", path, strerror(errno)); return 2; }
+  /* hosts, sorted: the trace's processes 1..n */
+  int nh = 0, caph = 0;
+  char **hosts = NULL;
+  for (track *t = tracks; t; t = t->hh.next) {
+    int dup = 0;
+    for (int i = 0; i < nh && !dup; i++) dup = !strcmp(hosts[i], t->host);
+    if (dup) continue;
+    if (!grow((void **)&hosts, &caph, nh + 1, sizeof *hosts)) { perror("ncclguard-report"); exit(2); }
+    hosts[nh++] = t->host;
+  }
+  if (nh > 1) qsort(hosts, (size_t)nh, sizeof *hosts, cmp_cstr);
+  /* a track without a rank of its own takes the rank of its process's other tracks */
+  for (track *t = tracks; t; t = t->hh.next) {
+    if (t->rank >= 0) continue;
+    for (track *u = tracks; u; u = u->hh.next)
+      if (u->rank >= 0 && u->pid == t->pid && !strcmp(u->host, t->host)) { t->rank = u->rank; break; }
+  }
+  fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"ncclguard-report %s\",\"schema\":%d,"
+             "\"time\":\"ts in microseconds since the epoch where the log has times (JSON lines); a text log has none: "
+             "its calls are laid end to end from 0 on each rank\"},\"traceEvents\":[\n", NG_VERSION, NG_LOG_SCHEMA);
+  int first = 1;
+  for (int i = 0; i < nh; i++) {
+    fprintf(f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":", first ? "" : ",\n", i + 1);
+    first = 0;
+    ttmp.n = 0;
+    sb_puts(&ttmp, "host ");
+    sb_puts(&ttmp, hosts[i]);
+    tsb.n = 0;
+    json_quote(&tsb, ttmp.p, ttmp.n);
+    fprintf(f, "%s}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", tsb.p, i + 1, i + 1);
+  }
+  lane *lanes = NULL;
+  for (track *t = tracks; t; t = t->hh.next) {
+    int hp = 0;
+    while (hp < nh && strcmp(hosts[hp], t->host)) hp++;
+    long tid = t->rank >= 0 ? t->rank : 1000000L + (t->pid > 0 ? t->pid : 0);
+    char k[160];
+    snprintf(k, sizeof k, "%d:%ld", hp + 1, tid);
+    lane *l;
+    HASH_FIND_STR(lanes, k, l);
+    if (l) continue;
+    l = calloc(1, sizeof *l);
+    if (!l) { perror("ncclguard-report"); exit(2); }
+    snprintf(l->key, sizeof l->key, "%s", k);
+    HASH_ADD_STR(lanes, key, l);
+    if (t->rank >= 0)
+      fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%ld,\"args\":{\"name\":\"rank %ld\"}}", hp + 1, tid, t->rank);
+    else
+      fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%ld,\"args\":{\"name\":\"pid %ld (no rank)\"}}", hp + 1, tid, t->pid);
+    fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%ld,\"args\":{\"sort_index\":%ld}}", hp + 1, tid, tid);
+  }
+  for (int i = 0; i < n_tevs; i++) {
+    tevent *v = &tevs[i];
+    track *t = v->t;
+    int hp = 0;
+    while (hp < nh && strcmp(hosts[hp], t->host)) hp++;
+    long tid = t->rank >= 0 ? t->rank : 1000000L + (t->pid > 0 ? t->pid : 0);
+    char k[160];
+    snprintf(k, sizeof k, "%d:%ld", hp + 1, tid);
+    lane *l;
+    HASH_FIND_STR(lanes, k, l);
+    double ts = v->ts;
+    if (ts < 0) ts = l->cursor; /* no time in the log: right after the lane's previous call */
+    if (ts + v->dur > l->cursor) l->cursor = ts + v->dur;
+    if (v->ph == 'X')
+      fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%ld,\"ts\":%.3f,\"dur\":%.3f,%s}", hp + 1, tid, ts, v->dur, v->body);
+    else
+      fprintf(f, ",\n{\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%ld,\"ts\":%.3f,%s}", hp + 1, tid, ts, v->body);
+  }
+  fprintf(f, "\n]}\n");
+  lane *l, *lt;
+  HASH_ITER(hh, lanes, l, lt) {
+    HASH_DEL(lanes, l);
+    free(l);
+  }
+  free(hosts);
+  int bad = ferror(f);
+  if (f != stdout) bad |= fclose(f) != 0;
+  else bad |= fflush(f) != 0;
+  if (bad) { fprintf(stderr, "ncclguard-report: --trace %s: write error\n", path); return 2; }
+  return 0;
+}
+
+static int newer_schema;
+
 static void feed(const event *e, const char *file, int file_idx, long line) {
   n_events++;
+  if (e->schema > NG_LOG_SCHEMA && seq_eq(e->fn, "log") && !newer_schema++)
+    fprintf(stderr, "ncclguard-report: %s was written with log schema %ld, newer than this report's (%d): keys it does "
+            "not know are skipped\n", file, e->schema, NG_LOG_SCHEMA);
+  if (opt_trace_on) trace_add(e);
   int bad_result = e->result.n > 0 && !seq_eq(e->result, "ncclSuccess");
   int warnish = seq_eq(e->level, "WARN") || seq_eq(e->level, "ERROR") || seq_eq(e->level, "warn") || seq_eq(e->level, "error");
   if ((warnish && bad_result) || seq_eq(e->decision, "error")) {
@@ -756,6 +1156,119 @@ static void json_first(const first_error *f) {
   printf("}");
 }
 
+/* ---- --html: the outcome grid as a picture, one self-contained file (no network: inline canvas) ---- */
+
+static const char dcode[D_N] = {'?', 'R', 'D', 'E', 'P', 'S', 'M'};
+static const char *dcolor[D_N] = {"#ffffff", "#2e7d32", "#f9a825", "#c62828", "#78909c", "#6a1b9a", "#212121"};
+
+static const char *html_head =
+    "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ncclguard-report: outcome grid</title>\n"
+    "<style>\nbody{font:14px/1.4 system-ui,sans-serif;margin:1.2em;color:#222}h1{font-size:1.3em}h2{font-size:1.05em;margin-top:1.6em}\n"
+    ".legend span{display:inline-block;margin-right:1.2em}.sw{display:inline-block;width:1em;height:1em;vertical-align:-0.15em;margin-right:.3em;border:1px solid #888}\n"
+    ".grid{display:flex;align-items:flex-start}.rows{font:11px monospace;text-align:right;padding-right:4px}\n"
+    "canvas{image-rendering:pixelated;border:1px solid #bbb;max-width:calc(100vw - 12em)}#tip{position:fixed;background:#fff;border:1px solid #888;"
+    "padding:2px 6px;font:12px monospace;pointer-events:none;display:none}.div{color:#d500f9;font-weight:bold}pre{white-space:pre-wrap}\n"
+    "</style></head><body>\n";
+
+static const char *html_script =
+    "<div id=\"tip\"></div>\n<script>\n(function(){\n"
+    "var d=JSON.parse(document.getElementById('ncclguard-grid').textContent),tip=document.getElementById('tip');\n"
+    "var col={},name={};Object.keys(d.codes).forEach(function(k){col[k]=d.codes[k].color;name[k]=d.codes[k].decision;});\n"
+    "var out=document.getElementById('grids');\n"
+    "d.comms.forEach(function(c){\n"
+    " var n=c.ranks,W=c.windows.length,cw=Math.max(1,Math.min(24,Math.floor(1400/Math.max(n,1)))),ch=W>200?3:(W>60?6:14),G=8;\n"
+    " var h=document.createElement('h2');h.textContent='comm '+c.cid+' \\u2014 '+n+' ranks x '+W+' registrations, '+c.divergent+' divergent';out.appendChild(h);\n"
+    " var cv=document.createElement('canvas');cv.width=G+n*cw;cv.height=Math.max(1,W*ch);out.appendChild(cv);\n"
+    " var x=cv.getContext('2d');\n"
+    " c.windows.forEach(function(w,i){\n"
+    "  var cnt={},maj=null;for(var r=0;r<n;r++){var k=w.cells[r]||'M';cnt[k]=(cnt[k]||0)+1;if(maj===null||cnt[k]>cnt[maj])maj=k;}\n"
+    "  for(var r=0;r<n;r++){var k=w.cells[r]||'M';x.fillStyle=col[k];x.fillRect(G+r*cw,i*ch,cw,ch);}\n"
+    "  if(w.status!=='ok'){x.fillStyle='#d500f9';x.fillRect(0,i*ch,G-2,ch);\n"
+    "   for(var r=0;r<n;r++){var k=w.cells[r]||'M';if(k!==maj)x.fillRect(G+r*cw,i*ch,cw,Math.max(2,Math.floor(ch/3)));}}\n"
+    " });\n"
+    " cv.addEventListener('mousemove',function(e){var b=cv.getBoundingClientRect(),sx=cv.width/b.width,sy=cv.height/b.height;\n"
+    "  var r=Math.floor(((e.clientX-b.left)*sx-G)/cw),i=Math.floor((e.clientY-b.top)*sy/ch),w=c.windows[i];\n"
+    "  if(!w||r<0||r>=n){tip.style.display='none';return;}var k=w.cells[r]||'M';\n"
+    "  tip.textContent='rank '+r+'  seq '+w.seq+'  '+name[k]+(w.status!=='ok'?'  ('+w.status+')':'');\n"
+    "  tip.style.left=(e.clientX+12)+'px';tip.style.top=(e.clientY+12)+'px';tip.style.display='block';});\n"
+    " cv.addEventListener('mouseleave',function(){tip.style.display='none';});\n"
+    "});\n})();\n</script>\n";
+
+static void html_esc(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '<') fputs("&lt;", f);
+    else if (*s == '>') fputs("&gt;", f);
+    else if (*s == '&') fputs("&amp;", f);
+    else fputc(*s, f);
+  }
+}
+
+static int write_html(const char *path, const wsum *ws, int nw, comm **corder, int n_div, int n_stuck) {
+  FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
+  if (!f) { fprintf(stderr, "ncclguard-report: --html %s: %s\n", path, strerror(errno)); return 2; }
+  fputs(html_head, f);
+  fprintf(f, "<h1>ncclguard-report: outcome grid</h1>\n<p>%ld file%s, %ld lines, %d communicator%s, %d registration%s "
+             "(windows), <span class=\"div\">%d divergent</span>, %d stuck, %ld error line%s. One row per registration "
+             "(communicator, <code>seq</code>), one column per rank; hover a cell for its rank and decision.</p>\n",
+          n_files, n_files == 1 ? "" : "s", n_lines, n_comms, n_comms == 1 ? "" : "s", nw, nw == 1 ? "" : "s", n_div,
+          n_stuck, n_error_lines, n_error_lines == 1 ? "" : "s");
+  fputs("<p class=\"legend\">", f);
+  for (int k = 1; k < D_N; k++) fprintf(f, "<span><i class=\"sw\" style=\"background:%s\"></i>%s</span>", dcolor[k], dname[k]);
+  fputs("<span><i class=\"sw\" style=\"background:#d500f9\"></i>divergent: a bar left of the row (ranks decided "
+        "differently or never arrived), a stripe over each cell that differs from most ranks</span></p>\n"
+        "<noscript><p>The grid is drawn by the script in this file: enable JavaScript (nothing is loaded from the "
+        "network). The data is in the JSON block <code>ncclguard-grid</code>.</p></noscript>\n<div id=\"grids\"></div>\n", f);
+  /* the divergent windows as text, from the same data */
+  if (n_div || n_stuck) {
+    fputs("<h2 class=\"div\">divergent registrations</h2>\n<pre>", f);
+    static char line[1 << 16];
+    int shown = 0;
+    for (int k = 0; k < nw && shown < 200; k++) {
+      if (!ws[k].status) continue;
+      decision_lists(&ws[k], line, sizeof line, " | ");
+      fprintf(f, "comm %016llx seq %lld: ", (unsigned long long)ws[k].c->cid, (long long)ws[k].w->key.seq);
+      html_esc(f, line);
+      fputc('\n', f);
+      shown++;
+    }
+    fputs("</pre>\n", f);
+  }
+  /* the cells: one letter per rank and registration */
+  fputs("<script type=\"application/json\" id=\"ncclguard-grid\">{\"codes\":{", f);
+  for (int k = 1; k < D_N; k++)
+    fprintf(f, "%s\"%c\":{\"decision\":\"%s\",\"color\":\"%s\"}", k > 1 ? "," : "", dcode[k], dname[k], dcolor[k]);
+  fprintf(f, "},\"divergent\":%d,\"stuck\":%d,\"comms\":[", n_div, n_stuck);
+  int wi = 0;
+  for (int ci = 0; ci < n_comms; ci++) {
+    comm *c = corder[ci];
+    int nr = c->nranks > 0 ? c->nranks : c->max_rank + 1, ndiv = 0;
+    for (int k = wi; k < nw && ws[k].c == c; k++) {
+      if (ws[k].n > nr) nr = ws[k].n;
+      ndiv += ws[k].status != 0;
+    }
+    fprintf(f, "%s\n{\"cid\":\"%016llx\",\"nranks\":%d,\"ranks\":%d,\"divergent\":%d,\"windows\":[", ci ? "," : "",
+            (unsigned long long)c->cid, c->nranks, nr, ndiv);
+    int first = 1;
+    while (wi < nw && ws[wi].c == c) {
+      const wsum *s = &ws[wi++];
+      fprintf(f, "%s\n{\"seq\":%lld,\"status\":\"%s\",\"retried\":%d,\"cells\":\"", first ? "" : ",", (long long)s->w->key.seq,
+              s->status == 1 ? "divergent" : s->status == 2 ? "stuck" : "ok", s->retried);
+      first = 0;
+      for (int r = 0; r < s->n; r++) fputc(dcode[s->cls[r]], f);
+      fputs("\"}", f);
+    }
+    fputs("]}", f);
+  }
+  fputs("]}</script>\n", f);
+  fputs(html_script, f);
+  fputs("</body></html>\n", f);
+  int bad = ferror(f);
+  if (f != stdout) bad |= fclose(f) != 0;
+  else bad |= fflush(f) != 0;
+  if (bad) { fprintf(stderr, "ncclguard-report: --html %s: write error\n", path); return 2; }
+  return 0;
+}
+
 /* main's tables: global, so that they stay reachable until exit (no leak reports) */
 static wsum *ws;
 static double *tmp;
@@ -763,17 +1276,29 @@ static comm **corder;
 
 int main(int argc, char **argv) {
   int inputs = 0;
+  const char *opt_trace = NULL, *opt_html = NULL;
+  keys_init();
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_text, stdout); return 0; }
     if (!strcmp(a, "--version")) { printf("%s %s (%s)\n", "ncclguard-report", NG_VERSION, NG_REVISION); return 0; }
     if (!strcmp(a, "--json")) opt_json = 1;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) opt_quiet = 1;
+    else if (!strcmp(a, "--trace") || !strcmp(a, "--html") || !strcmp(a, "--picture")) {
+      if (i + 1 >= argc || !argv[i + 1][0]) {
+        fprintf(stderr, "ncclguard-report: %s needs a file name (see --help)\n", a);
+        return 2;
+      }
+      if (a[2] == 't') opt_trace = argv[++i];
+      else opt_html = argv[++i];
+      argv[i - 1] = argv[i] = NULL; /* not inputs */
+    }
     else if (a[0] == '-' && a[1]) { fprintf(stderr, "ncclguard-report: unknown option '%s' (see --help)\n", a); return 2; }
   }
+  opt_trace_on = opt_trace != NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (a[0] == '-' && a[1]) continue;
+    if (!a || (a[0] == '-' && a[1])) continue;
     inputs++;
     struct stat st;
     if (strcmp(a, "-") != 0 && stat(a, &st) == 0 && S_ISDIR(st.st_mode)) read_dir(a, 0);
@@ -814,6 +1339,8 @@ int main(int argc, char **argv) {
 
   int bad = n_div || n_stuck || ferr.set;
   static char big[1 << 16];
+  if (opt_trace && write_trace(opt_trace)) return 2;
+  if (opt_html && write_html(opt_html, ws, nw, corder, n_div, n_stuck)) return 2;
 
   if (opt_json) {
     printf("{\"files\":%ld,\"lines\":%ld,\"events\":%ld,\"communicators\":%d,\"windows\":%d,\"divergent\":%d,\"stuck\":%d,\"error_lines\":%ld,\"comms\":[",
