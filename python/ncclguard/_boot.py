@@ -1,0 +1,158 @@
+"""Turning ncclguard on from Python (`import ncclguard`, or NCCLGUARD=1 through ncclguard.pth).
+
+activate(), once per process:
+1. NCCLGUARD set to a false value (0/false/no/off): nothing. A value that is neither true nor
+   false: one WARN line, nothing (the library's rule for bad values: warn, keep the default).
+2. libncclguard.so already mapped (LD_PRELOAD, ncclguard-run, a parent that exported it, or
+   another installed copy): not loaded again.
+   Otherwise, if a libnccl.so* is already mapped: one WARN line saying so, and nothing else
+   (too late: calls already bound to NCCL would bypass ncclguard).
+   Otherwise: ctypes.CDLL(lib, RTLD_GLOBAL), so that a library loaded later with RTLD_LOCAL
+   (PyTorch's libtorch_cuda.so and its libnccl.so.2) binds its NCCL calls to ncclguard. The library
+   is $NCCLGUARD_LIB if set, else the packaged one.
+3. For child processes: LD_PRELOAD gets the library prepended (unless a libncclguard is already
+   in it: never two copies), so non-Python children (and Python children without this package)
+   are guarded from their start; NCCLGUARD=1 is exported so Python children of this environment
+   install the PyTorch hook too. A child that has it preloaded does not load it again (step 2).
+4. The PyTorch hook: ncclguard_hook.install() unless NCCLGUARD_PYHOOK is false or
+   NCCLGUARD_DISABLE is true (ncclguard_hook.enabled(), the launcher's rule).
+Messages go through the hook's logger: the library's line format, NCCLGUARD_LOG level and
+NCCLGUARD_LOG_FILE (stderr by default), fn=python.activate. Nothing here raises.
+"""
+
+import os
+import sys
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+STATE = {}
+
+
+def _warn(msg):
+    try:
+        from ncclguard_hook import _log
+        _log.log(_log.WARN, [("fn", "python.activate")], msg)
+    except Exception:  # noqa: BLE001 - the hook's logger missing or changed: a plain line
+        try:
+            sys.stderr.write("ncclguard: %s\n" % msg)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _mapped():
+    """The files mapped into this process, in load order (/proc/self/maps)."""
+    seen, out = set(), []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/"):
+                    p = parts[5].rstrip("\n")
+                    if p.endswith(" (deleted)"):
+                        p = p[:-10]
+                    if p not in seen:
+                        seen.add(p)
+                        out.append(p)
+    except OSError:
+        pass
+    return out
+
+
+def _is_guard(path):
+    return os.path.basename(path).startswith("libncclguard")
+
+
+def _is_nccl(path):
+    return os.path.basename(path).startswith("libnccl.so")
+
+
+def _export_for_children(lib):
+    pre = os.environ.get("LD_PRELOAD", "")
+    entries = [e for e in pre.replace(" ", ":").split(":") if e]
+    if not any(_is_guard(e) for e in entries):
+        os.environ["LD_PRELOAD"] = lib + (":" + pre if pre else "")
+        STATE["exported_preload"] = pre if pre else None
+    if os.environ.get("NCCLGUARD", "").strip().lower() not in _TRUE:
+        STATE["exported_ncclguard"] = os.environ.get("NCCLGUARD")
+        os.environ["NCCLGUARD"] = "1"
+
+
+def undo_exports():
+    """Put back the environment activate() changed (for a process about to exec something that
+    must not inherit them: `python -m ncclguard` on Python < 3.10)."""
+    if "exported_preload" in STATE:
+        old = STATE.pop("exported_preload")
+        if old is None:
+            os.environ.pop("LD_PRELOAD", None)
+        else:
+            os.environ["LD_PRELOAD"] = old
+    if "exported_ncclguard" in STATE:
+        old = STATE.pop("exported_ncclguard")
+        if old is None:
+            os.environ.pop("NCCLGUARD", None)
+        else:
+            os.environ["NCCLGUARD"] = old
+
+
+def _install_hook():
+    try:
+        import ncclguard_hook
+        on, warnings = ncclguard_hook.enabled()
+        if warnings:
+            for w in warnings:
+                _warn(w)
+        if on:
+            ncclguard_hook.install()
+        STATE["pyhook"] = bool(on)
+    except Exception:  # noqa: BLE001 - the hook is optional; the library does the rest
+        STATE["pyhook"] = False
+
+
+def activate():
+    if "state" in STATE:
+        return STATE["state"]
+    try:
+        return _activate()
+    except Exception as err:  # noqa: BLE001 - never break the program's start
+        STATE["state"] = "error"
+        _warn("not turned on: %s: %s" % (err.__class__.__name__, err))
+        return "error"
+
+
+def _activate():
+    v = os.environ.get("NCCLGUARD")
+    if v is not None and v.strip().lower() not in _TRUE:
+        if v.strip().lower() not in _FALSE:
+            _warn("NCCLGUARD=%.60s is not valid (expected 1/0, true/false, yes/no or on/off); "
+                  "not turned on" % v)
+        STATE["state"] = "off"
+        return "off"
+    from . import library_path
+    lib = os.environ.get("NCCLGUARD_LIB") or library_path()
+    maps = _mapped()
+    guards = [p for p in maps if _is_guard(p)]
+    if guards:
+        STATE["state"] = "preloaded"
+        lib = guards[0]
+    else:
+        nccl = [p for p in maps if _is_nccl(p)]
+        if nccl:
+            STATE["state"] = "nccl_already_loaded"
+            _warn("not turned on: NCCL is already loaded in this process (%s); turn ncclguard on "
+                  "before NCCL is loaded: NCCLGUARD=1 in the environment at start, `import ncclguard` "
+                  "before torch, or ncclguard-run" % nccl[0])
+            return STATE["state"]
+        lib = os.path.abspath(lib)
+        try:
+            import ctypes
+            ctypes.CDLL(lib, mode=os.RTLD_GLOBAL | os.RTLD_NOW)
+        except OSError as err:
+            STATE["state"] = "load_failed"
+            _warn("not turned on: cannot load %s (%s)" % (lib, err))
+            return STATE["state"]
+        STATE["state"] = "loaded"
+    STATE["lib"] = lib
+    _export_for_children(lib)
+    _install_hook()
+    return STATE["state"]

@@ -1,0 +1,158 @@
+# The native part of the `ncclguard` Python package (metadata: pyproject.toml).
+#
+# Building a wheel (from the sdist at `pip install`, or `python -m build`) runs the existing
+# Makefile (`make lib tools`) into a private build directory with the system C compiler, and puts
+# into the package:
+#   ncclguard/lib/libncclguard.so                       the library
+#   ncclguard/bin/ncclguard-run, -doctor, -report        the tools (the launcher is the versioned copy)
+#   ncclguard/bin/python/                               the launcher's Python hook directory
+#                                                       (sitecustomize.py + ncclguard_hook), as in build/
+#   ncclguard/_version.py                               __version__, from VERSION
+#   ncclguard.pth                                       start-up activation (NCCLGUARD=1), site-packages root
+# The binaries need libc alone. CC and CFLAGS are taken from the environment (defaults: cc, -O2 -g);
+# the package build leaves -Werror out (a newer compiler's new warning must not stop an install)
+# and uses no NCCL or CUDA header.
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+
+from setuptools import Distribution, setup
+from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
+from setuptools.errors import ExecError
+
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools < 70.1
+    from wheel.bdist_wheel import bdist_wheel
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOLS = ("ncclguard-run", "ncclguard-doctor", "ncclguard-report")
+
+# The start-up file: one line, executed by site.py at every start of this environment's Python.
+# Without NCCLGUARD (or with a false value) it costs one dictionary lookup and imports nothing.
+PTH = ('import os; os.environ.get("NCCLGUARD", "").strip().lower() not in '
+       '("", "0", "false", "no", "off") and __import__("ncclguard")\n')
+
+
+def fail(msg):
+    """One line, no traceback (setuptools prints 'error: ' + msg and exits 1)."""
+    raise ExecError("ncclguard: " + msg)
+
+
+def revision():
+    """The git revision: REVISION (written into the sdist) or git, else 'unknown'."""
+    p = os.path.join(HERE, "REVISION")
+    if os.path.exists(p):
+        with open(p) as f:
+            return f.read().strip() or "unknown"
+    try:
+        top = subprocess.run(["git", "-C", HERE, "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        if os.path.realpath(top) != os.path.realpath(HERE):
+            return "unknown"  # an enclosing repository, not ours
+        return subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip() or "unknown"
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def check_toolchain(cc, cflags):
+    """A missing compiler, make or uthash is one line naming the Debian package."""
+    argv = shlex.split(cc)
+    if not argv or shutil.which(argv[0]) is None:
+        fail("no C compiler (%s) found: install one (Debian/Ubuntu: apt-get install build-essential), "
+             "or set CC" % cc)
+    if shutil.which("make") is None:
+        fail("make not found: install it (Debian/Ubuntu: apt-get install build-essential)")
+    with tempfile.TemporaryDirectory() as d:
+        def compiles(src):
+            c = os.path.join(d, "t.c")
+            with open(c, "w") as f:
+                f.write(src)
+            r = subprocess.run(argv + shlex.split(cflags) + ["-c", c, "-o", os.path.join(d, "t.o")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            return r.returncode == 0
+        if not compiles("int ncclguard_probe(void) { return 0; }\n"):
+            fail("the C compiler (%s) does not work: install one (Debian/Ubuntu: apt-get install "
+                 "build-essential), or set CC" % cc)
+        if not compiles("#include <uthash.h>\nint ncclguard_probe;\n"):
+            fail("uthash.h not found: install uthash (Debian/Ubuntu: apt-get install uthash-dev; "
+                 "elsewhere put uthash.h on the include path, e.g. CFLAGS=-I/dir)")
+
+
+class BuildPy(build_py):
+    """Python files as usual, then the library and the tools through the Makefile."""
+
+    def run(self):
+        cc = os.environ.get("CC") or "cc"
+        cflags = os.environ.get("CFLAGS") or "-O2 -g"
+        check_toolchain(cc, cflags)
+        super().run()
+        bdir = os.path.abspath(os.path.join(self.get_finalized_command("build").build_temp, "make"))
+        jobs = str(min(8, os.cpu_count() or 1))
+        cmd = ["make", "-C", HERE, "-s", "-j" + jobs, "BUILD=" + bdir, "CC=" + cc, "CFLAGS=" + cflags,
+               "WARN=-Wall -Wextra", "NCCL_INCLUDE=", "CUDA_INCLUDE=", "NG_REVISION=" + revision(),
+               "lib", "tools"]
+        self.announce("ncclguard: " + " ".join(shlex.quote(a) for a in cmd), level=2)
+        if subprocess.run(cmd).returncode != 0:
+            fail("building the library failed (make lib tools, output above)")
+        pkg = os.path.join(self.build_lib, "ncclguard")
+        os.makedirs(os.path.join(pkg, "lib"), exist_ok=True)
+        os.makedirs(os.path.join(pkg, "bin"), exist_ok=True)
+        self.copy_file(os.path.join(bdir, "libncclguard.so"), os.path.join(pkg, "lib", "libncclguard.so"))
+        for t in TOOLS:
+            self.copy_file(os.path.join(bdir, t), os.path.join(pkg, "bin", t))
+        # The launcher's hook directory (it looks for ./python next to itself): as tools/python.
+        hook_src = os.path.join(HERE, "tools", "python")
+        hook_dst = os.path.join(pkg, "bin", "python")
+        os.makedirs(hook_dst, exist_ok=True)
+        self.copy_file(os.path.join(hook_src, "sitecustomize.py"), os.path.join(hook_dst, "sitecustomize.py"))
+        os.makedirs(os.path.join(hook_dst, "ncclguard_hook"), exist_ok=True)
+        for f in sorted(os.listdir(os.path.join(hook_src, "ncclguard_hook"))):
+            if f.endswith(".py"):
+                self.copy_file(os.path.join(hook_src, "ncclguard_hook", f),
+                               os.path.join(hook_dst, "ncclguard_hook", f))
+        with open(os.path.join(pkg, "_version.py"), "w") as f:
+            f.write("# written by setup.py from VERSION\n__version__ = %r\n__revision__ = %r\n"
+                    % (self.distribution.get_version(), revision()))
+        with open(os.path.join(self.build_lib, "ncclguard.pth"), "w") as f:
+            f.write(PTH)
+
+
+class Sdist(sdist):
+    """Records the git revision in the sdist (REVISION), so a build from it names its revision."""
+
+    def make_release_tree(self, base_dir, files):
+        super().make_release_tree(base_dir, files)
+        p = os.path.join(base_dir, "REVISION")
+        if os.path.exists(p):
+            os.unlink(p)  # a hard link to ours: never write through it
+        with open(p, "w") as f:
+            f.write(revision() + "\n")
+
+
+class BdistWheel(bdist_wheel):
+    """Platform-specific (a native library), but no Python extension: one wheel, py3-none-PLATFORM."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.root_is_pure = False
+
+    def get_tag(self):
+        _, _, plat = super().get_tag()
+        return "py3", "none", plat
+
+
+class BinaryDistribution(Distribution):
+    def has_ext_modules(self):
+        return True
+
+
+setup(
+    distclass=BinaryDistribution,
+    cmdclass={"build_py": BuildPy, "sdist": Sdist, "bdist_wheel": BdistWheel},
+    options={"build": {"build_base": "build-py"}},
+)
