@@ -111,6 +111,9 @@ static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wd_cond = PTHREAD_COND_INITIALIZER;
 static struct watch* wd_list;
 static int wd_running;
+/* When the sleeping watchdog wakes next (1e300: only when signalled; 0: it is awake and scans
+ * again before it sleeps): a watch due later needs no wake-up (no signal per round). */
+static double wd_wake;
 
 /* A watch fires once at its deadline (revoke); if the call is still inside NCCL a grace period
  * later, NCCL did not end the wait (measured on 2.28.9 for a first collective's connection setup
@@ -121,6 +124,7 @@ static void* wd_main(void* arg) {
   (void)arg;
   pthread_mutex_lock(&wd_lock);
   for (;;) {
+    wd_wake = 0;
     double now = ng_now_us(), next = -1;
     struct watch* due = NULL;
     for (struct watch* w = wd_list; w; w = w->next) {
@@ -147,8 +151,10 @@ static void* wd_main(void* arg) {
       continue;
     }
     if (next < 0) {
+      wd_wake = 1e300;
       pthread_cond_wait(&wd_cond, &wd_lock);
     } else {
+      wd_wake = next;
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
       double wait_us = next - now + 1000;
@@ -175,7 +181,7 @@ void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline) {
   }
   w->next = wd_list;
   wd_list = w;
-  pthread_cond_signal(&wd_cond);
+  if (!wd_running || (wd_wake > 0 && deadline < wd_wake)) pthread_cond_signal(&wd_cond);
   pthread_mutex_unlock(&wd_lock);
 }
 
@@ -199,6 +205,7 @@ void ng_watch_after_fork(void) {
   pthread_cond_init(&wd_cond, NULL);
   wd_list = NULL;
   wd_running = 0;
+  wd_wake = 0;
 }
 
 /* This rank gives the communicator up: it is broken (ncclguard refuses further registrations on
@@ -378,6 +385,7 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
     ng_cuda_pop(saved);
     q->queued = 1;
   }
+  double t1 = ng_now_us();
   /* 2. the all-reduces, one NCCL group. On a blocking communicator the group end of its first
    * collective sets up connections and waits on the host for the peers (no timeout in NCCL): the
    * watchdog bounds it. Once it returns the peers were there: the kernels get a full timeout. */
@@ -406,6 +414,7 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
   /* 3. completion, then the reduced vectors back to the host: with pinned staging the copy back is
    * queued behind the all-reduce at once (one wait); a pageable one waits for the all-reduce first
    * (a copy to pageable memory would wait on the host, unbounded) */
+  double t2 = ng_now_us();
   int all_pinned = 1;
   for (int j = 0; j < ng; j++) all_pinned &= g[j].res.pinned;
   int w = 0, copied = 0;
@@ -420,6 +429,9 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
   }
   if (relaxed) ng_cuda_restore_capture(mode);
   if (w < 0) res = ncclUnhandledCudaError;
+  if (ng_log_on(NG_LOG_TRACE))
+    ng_log_msg(NG_LOG_TRACE, g[0].dev, "agree", "%s round: set-up %.1f us, enqueue %.1f us, completion %.1f us", what,
+               t1 - t0, t2 - t1, ng_now_us() - t2);
   /* A kernel stopped by an abort or revoke (another thread's) completes without having reduced
    * anything: a round whose communicator went meanwhile is not a result. */
   for (int j = 0; j < ng; j++) {

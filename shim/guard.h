@@ -342,6 +342,8 @@ struct ng_regreq {
   int decision;
   ncclResult_t result;
   double t0;
+  double agree_us;  /* time in the agreement rounds of its batch (warm-up, vote, go, outcome) */
+  double nccl_us;   /* time in NCCL's registration of its batch */
 };
 enum ng_decision { NG_D_PASS, NG_D_INTERNAL, NG_D_REGISTER, NG_D_RETRY, NG_D_DEGRADE, NG_D_ERROR,
                    NG_D_NOOP, NG_D_DEFERRED };

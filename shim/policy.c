@@ -60,6 +60,8 @@ void ng_log_reg(const struct ng_regreq* r, int level, const char* msg) {
   ng_kv_int(&l, "seq", r->seq);
   ng_kv_str(&l, "result", ng_result_name(r->result));
   ng_kv_dbl(&l, "us", ng_now_us() - r->t0);
+  if (r->agree_us > 0) ng_kv_dbl(&l, "agree_us", r->agree_us);
+  if (r->nccl_us > 0) ng_kv_dbl(&l, "nccl_us", r->nccl_us);
   ng_kv_str(&l, "decision", ng_decision_name(r->decision));
   int reason = r->agreed_reason ? r->agreed_reason : r->local_reason;
   char rs[64];
@@ -497,11 +499,15 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
   ng_log_source();
   int use_agree = ng_cfg.agree && ng_cuda_ok();
   phase_prepare(reqs, n);
+  double t = ng_now_us(), agree_us = 0;
   phase_warmup(reqs, n, votes, use_agree);
+  agree_us += ng_now_us() - t;
   phase_preflight(reqs, n);
   if (use_agree) {
+    t = ng_now_us();
     phase_vote(reqs, n, votes);
     phase_go(reqs, n, votes);
+    agree_us += ng_now_us() - t;
   } else {
     /* each rank alone: only its own facts, with its own rules */
     for (int i = 0; i < n; i++) {
@@ -512,8 +518,13 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
       decide(r, &votes[i]);
     }
   }
+  t = ng_now_us();
   phase_register(reqs, n);
+  double nccl_us = ng_now_us() - t;
+  t = ng_now_us();
   phase_outcome(reqs, n, votes, use_agree);
+  agree_us += ng_now_us() - t;
+  for (int i = 0; i < n; i++) reqs[i].agree_us = agree_us, reqs[i].nccl_us = nccl_us;
   phase_null_window(reqs, n);
   ncclResult_t ret = ncclSuccess;
   for (int i = 0; i < n; i++) {
