@@ -7,12 +7,12 @@ SAN ?=
 PREFIX ?= /usr/local
 CC ?= cc
 
-# NCCL's header, for the tests only: CUDA toolkit, /usr/include, or a PyTorch environment's wheel.
-NCCL_INCLUDE ?= $(firstword $(foreach d,/usr/local/cuda/include /usr/include /usr/local/include \
-  $(wildcard /opt/torch/.venv/lib/python3*/site-packages/nvidia/nccl/include),$(if $(wildcard $(d)/nccl.h),$(d))))
+# NCCL's and CUDA's headers, for the tests only: the CUDA toolkit, /usr/include, or the nvidia-*
+# wheels of whatever python3 is on PATH (asked through python3, no fixed path).
+PY_NVIDIA_INCLUDES := $(shell python3 -c 'import glob, os, nvidia; print(" ".join(sorted(d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "include")))))' 2>/dev/null)
+NCCL_INCLUDE ?= $(firstword $(foreach d,/usr/local/cuda/include /usr/include /usr/local/include $(PY_NVIDIA_INCLUDES),$(if $(wildcard $(d)/nccl.h),$(d))))
 # CUDA's headers (cuda.h): only the fakes and the consumer programs need them, never the library.
-CUDA_INCLUDE ?= $(firstword $(foreach d,/usr/local/cuda/include /usr/include \
-  $(wildcard /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu*/include),$(if $(wildcard $(d)/cuda.h),$(d))))
+CUDA_INCLUDE ?= $(firstword $(foreach d,/usr/local/cuda/include /usr/include $(PY_NVIDIA_INCLUDES),$(if $(wildcard $(d)/cuda.h),$(d))))
 
 SANFLAGS_asan  = -fsanitize=address -fno-omit-frame-pointer
 SANFLAGS_ubsan = -fsanitize=undefined -fno-sanitize-recover=undefined
@@ -42,11 +42,10 @@ check-nccl-header:
 $(BUILD)/shim/%.o: shim/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -MMD -MP -c $< -o $@
--include $(SHIM_OBJ:.o=.d)
 # The identity is compiled in afresh at every build (a tiny file), so the revision is never stale.
 $(BUILD)/shim/version.o: shim/version.c FORCE
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fvisibility=hidden $(NG_IDENT) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -fvisibility=hidden $(NG_IDENT) -MMD -MP -c $< -o $@
 .PHONY: FORCE
 FORCE:
 # The indirect-function resolvers may run before sanitizer runtimes are set up: never instrumented.
@@ -60,12 +59,18 @@ $(SHIM): $(SHIM_OBJ) shim/ncclguard.map
 	$(CC) $(ALL_CFLAGS) -shared -Wl,--version-script=shim/ncclguard.map -Wl,-z,defs -Wl,--as-needed \
 	  -o $@ $(SHIM_OBJ) -ldl -lpthread
 
--include tests/fake/fake.mk
--include tests/progs/progs.mk
--include tools/tools.mk
+# Header dependencies of a target built in one command from several sources (gcc's -MMD keeps
+# only the last source's): in a recipe, $(call ng_deps,COMPILER FLAGS,SOURCES) writes $@.d with
+# one -MM pass per source. Every *.d below $(BUILD) is included at the end.
+ng_deps = @for s in $(filter %.c,$(2)); do $(1) -MM -MP -MT $@ $$s || exit 1; done >$@.d
+
+include tests/fake/fake.mk
+include tests/progs/progs.mk
+include tools/tools.mk
 include tools/report.mk
--include tests/fuzz/fuzz.mk
--include tests/real/real.mk
+include tests/fuzz/fuzz.mk
+include tests/real/real.mk
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # Debian packages the build and the tests need (uthash-dev is the one build dependency beyond
 # the compiler and NCCL's header; valgrind, clang and python3 serve the tests).

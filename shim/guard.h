@@ -20,36 +20,13 @@
 #endif
 
 /* ---- configuration (config.c) ---------------------------------------------------------- */
-enum ng_level { NG_LOG_OFF = 0, NG_LOG_WARN = 1, NG_LOG_INFO = 2, NG_LOG_TRACE = 3 };
-enum ng_on_failure { NG_FAIL_DEGRADE = 0, NG_FAIL_ERROR = 1 };
-enum ng_warmup { NG_WARMUP_AUTO = 0, NG_WARMUP_ALWAYS = 1, NG_WARMUP_NEVER = 2 };
-enum ng_nullwin { NG_NULLWIN_WARN = 0, NG_NULLWIN_ERROR = 1 };
-enum ng_capture { NG_CAPTURE_DEGRADE = 0, NG_CAPTURE_RELAXED = 1 };
-
-struct ng_config {
-  int disable;
-  int log_level;
-  int log_json;
-  char log_file[PATH_MAX];
-  int stats;
-  int dump;
-  int on_failure;
-  int warmup;
-  int agree;
-  int preflight;
-  int retries;
-  double timeout_s;
-  int null_window;
-  int capture;
-  long log_max_mb;
-  char nccl_lib[PATH_MAX];
-  char cuda_lib[PATH_MAX];
-};
+/* struct ng_config and the enums of its values: generated from the table of variables (vars.def). */
+#include "vars.h"
 extern struct ng_config ng_cfg;
 
 /* Parse the configuration once (pthread_once); every wrapper calls it first. */
 void ng_init(void);
-/* Parse `value` of variable `name` (NULL: unset) into *out; on a bad value warn and keep *out. */
+/* Read the LIB variables of vars.def into *cfg (secure_getenv); a bad value warns and keeps *cfg's. */
 void ng_parse_env(struct ng_config* cfg);
 void ng_dump_config(void);
 

@@ -108,7 +108,7 @@ else fail run-lib-layouts "repo '$o1' install '$o2' symlink '$o3' env '$o4' PATH
 out=$(clean_env "$RUN" --log-level loud true 2>&1); rc=$?
 out2=$(clean_env "$RUN" --frobnicate true 2>&1); rc2=$?
 out3=$(clean_env "$RUN" 2>&1); rc3=$?
-if [ $rc -eq 2 ] && [ $rc2 -eq 2 ] && [ $rc3 -eq 2 ] && echo "$out" | grep -q 'off warn info trace'; then pass run-usage-errors
+if [ $rc -eq 2 ] && [ $rc2 -eq 2 ] && [ $rc3 -eq 2 ] && echo "$out" | grep -q 'off|warn|info|trace'; then pass run-usage-errors
 else fail run-usage-errors "rc=$rc/$rc2/$rc3 '$out'"; fi
 
 out=$(clean_env "$RUN" --print-env --log-level info 2>&1); rc=$?
@@ -215,8 +215,8 @@ clean_env "$DOC" --connect-timeout x >/dev/null 2>&1; rc2=$?
 if [ $rc -eq 2 ] && [ $rc2 -eq 2 ]; then pass doctor-usage-error; else fail doctor-usage-error "rc=$rc/$rc2"; fi
 
 out=$(clean_env LD_LIBRARY_PATH="$T/empty" NCCLGUARD_LOG=loud NCCLGUARD_RETRYS=3 NCCLGUARD_AGREE=maybe timeout 60 "$DOC" --no-python 2>&1)
-if echo "$out" | grep -Eq '^WARN +env\.NCCLGUARD_LOG .*not one of' && echo "$out" | grep -Eq '^WARN +env\.NCCLGUARD_RETRYS .*unknown' \
-   && echo "$out" | grep -Eq '^WARN +env\.NCCLGUARD_AGREE .*not a boolean'; then pass doctor-ncclguard-vars
+if echo "$out" | grep -Eq '^WARN +env\.NCCLGUARD_LOG .*not valid \(expected off\|warn' && echo "$out" | grep -Eq '^WARN +env\.NCCLGUARD_RETRYS .*unknown' \
+   && echo "$out" | grep -Eq '^WARN +env\.NCCLGUARD_AGREE .*not valid \(expected 1/0, true/false'; then pass doctor-ncclguard-vars
 else fail doctor-ncclguard-vars "$(echo "$out" | grep NCCLGUARD | tr '\n' '|')"; fi
 
 # ---------------------------------------------------------------- ncclguard-report

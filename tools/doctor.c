@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vars.h" /* the table of NCCLGUARD_* variables and its reader, shared with the library */
+
 /* The CUDA driver API: prototypes from cuda.h when it is there, so the compiler checks the
  * signatures; a minimal equivalent otherwise (the tools must build with nccl.h alone). */
 #if defined(__has_include)
@@ -80,6 +82,7 @@ static const char *usage_text =
     "  --python PATH     Python interpreter to probe (default: $PYTHON, python3)\n"
     "  --no-python       skip the PyTorch checks\n"
     "  --connect-timeout SEC  TCP check of MASTER_ADDR:MASTER_PORT (default 2)\n"
+    "  --vars            list the NCCLGUARD_* variables (values, default, meaning) and exit\n"
     "  --version      the version of ncclguard\n"
     "  -h, --help        this text\n"
     "\n"
@@ -152,16 +155,6 @@ static int parse_int(const char *s, long *out) {
   if (errno || *end) return 0;
   *out = v;
   return 1;
-}
-
-/* -1 not a boolean, else 0/1; the library's one rule for booleans */
-static int parse_bool(const char *s) {
-  static const char *t[] = {"1", "true", "yes", "on"}, *f[] = {"0", "false", "no", "off"};
-  for (int i = 0; i < 4; i++) {
-    if (!strcasecmp(s, t[i])) return 1;
-    if (!strcasecmp(s, f[i])) return 0;
-  }
-  return -1;
 }
 
 static void version_str(int code, char *buf, size_t n) {
@@ -597,15 +590,9 @@ static void check_nccl_vars(void) {
 
 /* ---- NCCLGUARD_* variables ---- */
 
+/* Each NCCLGUARD_* variable of the environment, checked by the library's own reader (vars.c);
+ * the paths also for what the library will do with them (a file to load, a log directory). */
 static void check_guard_vars(void) {
-  static const char *bools[] = {"NCCLGUARD_DISABLE", "NCCLGUARD_STATS", "NCCLGUARD_DUMP_CONFIG", "NCCLGUARD_AGREE", "NCCLGUARD_PYHOOK"};
-  static const struct {
-    const char *name, *choices;
-  } enums[] = {{"NCCLGUARD_LOG", "off warn info trace"}, {"NCCLGUARD_LOG_FORMAT", "text json"},
-               {"NCCLGUARD_ON_FAILURE", "degrade error"}, {"NCCLGUARD_WARMUP", "auto always never"},
-               {"NCCLGUARD_NULL_WINDOW", "warn error"}};
-  static const char *ints[] = {"NCCLGUARD_RETRIES", "NCCLGUARD_TIMEOUT"};
-  static const char *paths[] = {"NCCLGUARD_LOG_FILE", "NCCLGUARD_NCCL_LIB", "NCCLGUARD_CUDA_LIB", "NCCLGUARD_LIB"};
   extern char **environ;
   int bad = 0, n = 0;
   for (char **e = environ; *e; e++) {
@@ -616,58 +603,63 @@ static void check_guard_vars(void) {
     memcpy(name, *e, (size_t)(eq - *e));
     name[eq - *e] = 0;
     const char *v = eq + 1;
-    int known = 0, ok = 1;
-    char why[256] = "";
-    for (size_t i = 0; i < sizeof bools / sizeof *bools; i++)
-      if (!strcmp(name, bools[i])) {
-        known = 1;
-        if (parse_bool(v) < 0) { ok = 0; snprintf(why, sizeof why, "not a boolean (1/0, true/false, yes/no, on/off)"); }
-      }
-    for (size_t i = 0; i < sizeof enums / sizeof *enums; i++)
-      if (!strcmp(name, enums[i].name)) {
-        known = 1;
-        char tmp[64];
-        int hit = 0;
-        snprintf(tmp, sizeof tmp, "%s", enums[i].choices);
-        for (char *t = strtok(tmp, " "); t; t = strtok(NULL, " "))
-          if (!strcasecmp(t, v)) hit = 1;
-        if (!hit) { ok = 0; snprintf(why, sizeof why, "not one of: %s", enums[i].choices); }
-      }
-    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
-      if (!strcmp(name, ints[i])) {
-        long x;
-        known = 1;
-        if (!parse_int(v, &x) || x < 0) { ok = 0; snprintf(why, sizeof why, "not a non-negative integer"); }
-      }
-    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
-      if (!strcmp(name, paths[i])) {
-        known = 1;
-        if (strcmp(name, "NCCLGUARD_LOG_FILE") == 0) {
-          char dir[1024];
-          snprintf(dir, sizeof dir, "%s", v);
-          char *slash = strrchr(dir, '/');
-          if (slash) {
-            if (slash == dir) slash[1] = 0;
-            else *slash = 0;
-            if (access(dir, W_OK) != 0) { ok = 0; snprintf(why, sizeof why, "directory %.200s is not writable", dir); }
-          }
-        } else if (access(v, R_OK) != 0) {
-          ok = 0;
-          snprintf(why, sizeof why, "file not found");
-        }
-      }
+    const struct ng_var *var = ng_var_find(name);
+    char why[320] = "", check[160];
     n++;
-    char check[160];
     snprintf(check, sizeof check, "env.%s", name);
-    if (!known) {
-      report(WARN, check, "check the spelling (ncclguard-run --help lists the variables)", "%s=%s: unknown ncclguard variable, ignored", name, v);
+    if (!var) {
+      report(WARN, check, "check the spelling (ncclguard-doctor --vars lists the variables)", "%s=%s: unknown ncclguard variable, ignored", name, v);
       bad++;
-    } else if (!ok) {
+      continue;
+    }
+    if (ng_var_check(var, v, NULL) != 0) {
+      char expect[128];
+      snprintf(why, sizeof why, "not valid (expected %s)", ng_var_expect(var, expect, sizeof expect));
+    } else if (var->kind == NG_KIND_PATH && *v) {
+      if (!strcmp(name, "NCCLGUARD_LOG_FILE")) {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s", v);
+        char *slash = strrchr(dir, '/');
+        if (slash) {
+          if (slash == dir) slash[1] = 0;
+          else *slash = 0;
+          if (access(dir, W_OK) != 0) snprintf(why, sizeof why, "directory %.200s is not writable", dir);
+        }
+      } else if (access(v, R_OK) != 0) {
+        snprintf(why, sizeof why, "file not found");
+      }
+    }
+    if (why[0]) {
       report(WARN, check, "fix the value; the library warns and uses the default", "%s=%s: %s", name, v, why);
       bad++;
     }
   }
   if (!bad) report(OK, "env.ncclguard", NULL, "%d NCCLGUARD_* variable%s set, all valid", n, n == 1 ? "" : "s");
+}
+
+/* --vars: the table, one variable a line (tab-separated with --json off: name, values, default,
+ * reader, meaning) */
+static void print_vars(void) {
+  for (int i = 0; i < ng_nvars; i++) {
+    const struct ng_var *v = &ng_vars[i];
+    char values[160], def[256];
+    if (!v->name) continue;
+    ng_var_values(v, values, sizeof values);
+    ng_var_default(v, def, sizeof def);
+    if (opt_json) {
+      fputs("{\"name\":", stdout);
+      json_str(stdout, v->name);
+      fputs(",\"values\":", stdout);
+      json_str(stdout, values);
+      fputs(",\"default\":", stdout);
+      json_str(stdout, def);
+      printf(",\"reader\":\"%s\",\"help\":", v->lib ? "lib" : "run");
+      json_str(stdout, v->help);
+      fputs("}\n", stdout);
+    } else {
+      printf("%-22s %s (default %s)%s\n    %s\n", v->name, values, def, v->lib ? "" : " [ncclguard-run]", v->help);
+    }
+  }
 }
 
 /* ---- ncclguard itself ---- */
@@ -861,7 +853,7 @@ static void check_python(int enabled) {
 
 int main(int argc, char **argv) {
   const char *nccl_lib = NULL, *cuda_lib = NULL, *python = getenv("PYTHON");
-  int use_python = 1, connect_timeout = 2;
+  int use_python = 1, connect_timeout = 2, opt_vars = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_text, stdout); return 0; }
@@ -870,6 +862,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) opt_quiet = 1;
     else if (!strcmp(a, "--strict")) opt_strict = 1;
     else if (!strcmp(a, "--no-python")) use_python = 0;
+    else if (!strcmp(a, "--vars")) opt_vars = 1;
     else if ((!strcmp(a, "--nccl-lib") || !strcmp(a, "--cuda-lib") || !strcmp(a, "--python") || !strcmp(a, "--connect-timeout")) && i + 1 < argc) {
       const char *v = argv[++i];
       if (!strcmp(a, "--nccl-lib")) nccl_lib = v;
@@ -884,6 +877,10 @@ int main(int argc, char **argv) {
       fprintf(stderr, "ncclguard-doctor: unknown or incomplete option '%s' (see --help)\n", a);
       return 2;
     }
+  }
+  if (opt_vars) {
+    print_vars();
+    return 0;
   }
   signal(SIGPIPE, SIG_IGN);
   if (!python || !*python) python = "python3";

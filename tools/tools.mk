@@ -1,22 +1,58 @@
 # The user tools (tools/README.md): ncclguard-run (POSIX sh), ncclguard-doctor and
 # ncclguard-report (C). Included by the top-level Makefile; `make tools` builds them into $(BUILD)/.
 # Neither binary has a NEEDED entry on libcuda or libnccl: the doctor dlopens them.
+# The table of NCCLGUARD_* variables (shim/vars.def) reaches the other languages through genvars:
+# the launcher's options (built into $(BUILD)/ncclguard-run), the Python hook's table
+# (tools/python/ncclguard_hook/_vars.py, not tracked) and README.md's tables (make readme).
 TOOLS_BIN = $(BUILD)/ncclguard-run $(BUILD)/ncclguard-doctor $(BUILD)/ncclguard-report
+GENVARS = $(BUILD)/genvars
+VARS_SH = $(BUILD)/ncclguard-vars.sh
+VARS_PY = tools/python/ncclguard_hook/_vars.py
+TOOLS_OBJ = $(BUILD)/tools/doctor.o $(BUILD)/tools/report.o $(BUILD)/tools/genvars.o
 
-.PHONY: tools
-tools: $(TOOLS_BIN)
+.PHONY: tools readme
+tools: $(TOOLS_BIN) $(VARS_PY)
 
+# One object per source, each with its header dependencies (-MMD -MP); the table's reader is
+# the library's own object ($(BUILD)/shim/vars.o).
 # cuda.h only gives the doctor checked prototypes; it builds without it too.
-$(BUILD)/ncclguard-doctor: tools/doctor.c VERSION
+$(BUILD)/tools/doctor.o: tools/doctor.c VERSION
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(NG_IDENT) $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE)) -o $@ $< -ldl
+	$(CC) $(ALL_CFLAGS) $(NG_IDENT) -Ishim $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE)) -MMD -MP -c $< -o $@
+$(BUILD)/tools/report.o: tools/report.c VERSION
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(NG_IDENT) -MMD -MP -c $< -o $@
+$(BUILD)/tools/genvars.o: tools/genvars.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Ishim -MMD -MP -c $< -o $@
 
-$(BUILD)/ncclguard-report: tools/report.c VERSION
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(NG_IDENT) -o $@ $<
+$(BUILD)/ncclguard-doctor: $(BUILD)/tools/doctor.o $(BUILD)/shim/vars.o
+	$(CC) $(ALL_CFLAGS) -o $@ $^ -ldl
+$(BUILD)/ncclguard-report: $(BUILD)/tools/report.o
+	$(CC) $(ALL_CFLAGS) -o $@ $^
+# genvars runs at build time and is not installed.
+$(GENVARS): $(BUILD)/tools/genvars.o $(BUILD)/shim/vars.o
+	$(CC) $(ALL_CFLAGS) -o $@ $^
 
-# A copy next to libncclguard.so, so that build/ncclguard-run finds build/libncclguard.so.
-$(BUILD)/ncclguard-run: tools/ncclguard-run VERSION
+$(VARS_SH): $(GENVARS)
+	$(GENVARS) --sh >$@.tmp && mv -f $@.tmp $@
+
+# Written next to the hook's sources (the launcher puts tools/python on PYTHONPATH); through a
+# file of its own name and a rename, so that builds of several variants may run at once.
+$(VARS_PY): $(GENVARS)
+	$(GENVARS) --py >$@.$(notdir $(BUILD)).tmp && mv -f $@.$(notdir $(BUILD)).tmp $@
+
+# A copy next to libncclguard.so, so that build/ncclguard-run finds build/libncclguard.so; the
+# table of variables goes in at the marker line.
+$(BUILD)/ncclguard-run: tools/ncclguard-run $(VARS_SH) VERSION
 	@mkdir -p $(dir $@)
-	sed 's/^NG_VERSION=.*/NG_VERSION="$(NG_VERSION) ($(NG_REVISION))"/' $< >$@
-	chmod 0755 $@
+	grep -qx '# @NG_VARS_TABLE@' $<
+	sed -e 's/^NG_VERSION=.*/NG_VERSION="$(NG_VERSION) ($(NG_REVISION))"/' \
+	  -e '/^# @NG_VARS_TABLE@$$/r $(VARS_SH)' -e '/^# @NG_VARS_TABLE@$$/d' $< >$@.tmp
+	chmod 0755 $@.tmp && mv -f $@.tmp $@
+
+# README.md's tables of options and variables, generated between their markers.
+readme: $(GENVARS)
+	$(GENVARS) --readme README.md >README.md.tmp && mv -f README.md.tmp README.md
+
+-include $(TOOLS_OBJ:.o=.d)

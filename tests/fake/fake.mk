@@ -19,25 +19,30 @@ testbins: $(FAKE_OUT)
 
 $(FAKE_DIR)/libcuda.so.1: $(FAKE_CUDA_SRC) tests/fake/fake_cuda_int.h
 	@mkdir -p $(dir $@)
+	$(call ng_deps,$(CC) $(FAKE_CFLAGS),$^)
 	$(CC) $(FAKE_CFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,-z,defs -o $@ $(FAKE_CUDA_SRC) -lpthread
 
 $(FAKE_DIR)/libnvidia-ml.so.1: tests/fake/fake_nvml.c
 	@mkdir -p $(dir $@)
+	$(call ng_deps,$(CC) $(ALL_CFLAGS),$^)
 	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libnvidia-ml.so.1 -Wl,-z,defs -o $@ $<
 $(FAKE_LEGACY_DIR)/libnvidia-ml.so.1: $(FAKE_DIR)/libnvidia-ml.so.1
 	@mkdir -p $(dir $@)
 	cp -f $< $@
 
 $(FAKE_DIR)/libcudart.so.13: tests/fake/fake_cudart.c $(FAKE_DIR)/libcuda.so.1
+	$(call ng_deps,$(CC) $(FAKE_CFLAGS),$^)
 	$(CC) $(FAKE_CFLAGS) -shared -Wl,-soname,libcudart.so.13 -Wl,-z,defs -o $@ tests/fake/fake_cudart.c \
 	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread
 
 $(FAKE_DIR)/libnccl.so.2: $(FAKE_NCCL_SRC) $(FAKE_NCCL_HDR) $(FAKE_DIR)/libcuda.so.1
+	$(call ng_deps,$(CC) $(FAKE_CFLAGS),$^)
 	$(CC) $(FAKE_CFLAGS) -shared -Wl,-soname,libnccl.so.2 -Wl,-z,defs -o $@ $(FAKE_NCCL_SRC) \
 	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt -ldl
 
 $(FAKE_LEGACY_DIR)/libnccl.so.2: $(FAKE_NCCL_SRC) $(FAKE_NCCL_HDR) $(FAKE_DIR)/libcuda.so.1
 	@mkdir -p $(dir $@)
+	$(call ng_deps,$(CC) $(FAKE_CFLAGS) -DFAKE_LEGACY,$^)
 	$(CC) $(FAKE_CFLAGS) -DFAKE_LEGACY -shared -Wl,-soname,libnccl.so.2 -Wl,-z,defs -o $@ $(FAKE_NCCL_SRC) \
 	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt -ldl
 
@@ -60,9 +65,11 @@ $(FAKE_LEGACY_DIR)/libnccl.so: $(FAKE_LEGACY_DIR)/libnccl.so.2
 	@ln -sf libnccl.so.2 $@
 
 $(FAKE_DIR)/selftest: tests/fake/selftest.c $(FAKE_DIR)/libnccl.so $(FAKE_DIR)/libcudart.so $(FAKE_DIR)/libcuda.so
+	$(call ng_deps,$(CC) $(FAKE_CFLAGS),$^)
 	$(CC) $(FAKE_CFLAGS) -o $@ tests/fake/selftest.c -L$(FAKE_DIR) -lnccl -lcudart -lcuda -lpthread
 
 # an LD_PRELOAD interposer that records ncclCommWindowDeregister calls (PLT test)
 $(FAKE_DIR)/plt_spy.so: tests/fake/plt_spy.c
 	@mkdir -p $(dir $@)
+	$(call ng_deps,$(CC) $(FAKE_CFLAGS),$^)
 	$(CC) $(FAKE_CFLAGS) -shared -o $@ $< -ldl

@@ -25,14 +25,17 @@ fuzz-build: $(addprefix $(FUZZ_DIR)/,$(FUZZ_NAMES))
 
 $(FUZZ_DIR)/fuzz_env: $(FUZZ_SRCDIR)/fuzz_env.c $(SHIM_SRC) shim/guard.h
 	@mkdir -p $(@D)
+	$(call ng_deps,$(FUZZ_CC) $(FUZZ_CFLAGS),$^)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -o $@ $< $(SHIM_SRC) -ldl -lm
 $(FUZZ_DIR)/fuzz_path: $(FUZZ_SRCDIR)/fuzz_path.c $(SHIM_SRC) shim/guard.h
 	@mkdir -p $(@D)
+	$(call ng_deps,$(FUZZ_CC) $(FUZZ_CFLAGS),$^)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -o $@ $< $(SHIM_SRC) -ldl
 # The shim's wrappers are exported from the program (-rdynamic): the fake NCCL's own calls through
 # its public symbols reach them, as with LD_PRELOAD.
 $(FUZZ_DIR)/fuzz_api: $(FUZZ_SRCDIR)/fuzz_api.c $(SHIM_SRC) shim/guard.h $(PROGS_FAKE_DEPS)
 	@mkdir -p $(@D)
+	$(call ng_deps,$(FUZZ_CC) $(FUZZ_CFLAGS),$^)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -rdynamic -o $@ $< $(SHIM_SRC) $(FUZZ_FAKE_LINK) -ldl
 
 # tests/fuzz/run.sh fuzzes one harness from the committed corpus into $(FUZZ_DIR)/work/<name>;
@@ -53,6 +56,7 @@ fuzz: fuzz-build
 FUZZ_COV_FLAGS = -fprofile-instr-generate -fcoverage-mapping -fsanitize=fuzzer
 $(FUZZ_DIR)/cov/%: $(FUZZ_SRCDIR)/%.c $(SHIM_SRC) shim/guard.h $(PROGS_FAKE_DEPS)
 	@mkdir -p $(@D)
+	$(call ng_deps,$(FUZZ_CC) $(FUZZ_CFLAGS),$^)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_COV_FLAGS) -rdynamic -o $@ $< $(SHIM_SRC) $(FUZZ_FAKE_LINK) -ldl -lm
 fuzz-cov: $(addprefix $(FUZZ_DIR)/cov/,$(FUZZ_NAMES))
 	@cd $(FUZZ_DIR)/cov && rm -f *.profraw && for f in $(FUZZ_NAMES); do \
@@ -64,5 +68,6 @@ fuzz-cov: $(addprefix $(FUZZ_DIR)/cov/,$(FUZZ_NAMES))
 # built with the variant's flags (SAN=tsan in build-tsan), linked against the fakes like tests/progs.
 $(BUILD)/fuzz/stress_threads: $(FUZZ_SRCDIR)/stress_threads.c $(PROGS_FAKE_DEPS)
 	@mkdir -p $(@D)
+	$(call ng_deps,$(CC) $(PROGS_CFLAGS),$^)
 	$(CC) $(PROGS_CFLAGS) -o $@ $< $(PROGS_FAKE_LINK) -lpthread
 testbins: $(BUILD)/fuzz/stress_threads

@@ -118,7 +118,9 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     long x = strtol(val[10], &end, 10);
     errno = 0;
     x = strtol(val[10], &end, 10);
-    int good = !errno && end != val[10] && !*end && x >= 0 && x <= 100;
+    /* decimal digits with an optional '-', nothing else (no blank, no '+': shim/vars.h NG_INT_RE) */
+    int plain = (val[10][0] >= '0' && val[10][0] <= '9') || (val[10][0] == '-' && val[10][1] >= '0' && val[10][1] <= '9');
+    int good = plain && !errno && end != val[10] && !*end && x >= 0 && x <= 100;
     CHECK(c.retries == (good ? (int)x : 3));
   }
   if (val[3] && *val[3]) CHECK(strlen(val[3]) >= PATH_MAX ? c.log_file[0] == 0 : !strcmp(c.log_file, val[3]));

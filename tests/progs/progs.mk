@@ -27,33 +27,43 @@ PROGS_REAL_LINK = $(PROGS_REAL_NCCL) $(PROGS_REAL_CUDART) -Wl,-rpath,$(NCCL_LIB)
 define progs_rules
 $(1)/ngtest: $(NGTEST_SRC) $(PROGS_HDR) $(3)
 	@mkdir -p $$(@D)
+	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
 	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(NGTEST_SRC) $(2) -ldl -lpthread
 $(1)/libconsumer.so: $(PROGS_SRCDIR)/consumer.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
 	@mkdir -p $$(@D)
+	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
 	$$(CC) $$(PROGS_CFLAGS) -shared -o $$@ $(PROGS_SRCDIR)/consumer.c $(PROGS_COMMON) $(2) -ldl -lpthread
 $(1)/dlopen_local: $(PROGS_SRCDIR)/dlopen_local.c
 	@mkdir -p $$(@D)
+	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
 	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/dlopen_local.c -ldl
 $(1)/fork_after: $(PROGS_SRCDIR)/fork_after.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
 	@mkdir -p $$(@D)
+	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
 	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/fork_after.c $(PROGS_COMMON) $(2) -ldl -lpthread
 $(1)/soak: $(PROGS_SRCDIR)/soak.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
 	@mkdir -p $$(@D)
+	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
 	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/soak.c $(PROGS_COMMON) $(2) -ldl -lpthread
 $(1)/preflight_cases: $(PROGS_SRCDIR)/preflight_cases.c $(3)
 	@mkdir -p $$(@D)
+	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
 	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/preflight_cases.c $(2)
 $(1)/faults: $(PROGS_SRCDIR)/faults.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
 	@mkdir -p $$(@D)
+	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
 	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/faults.c $(PROGS_COMMON) $(2) -ldl -lpthread
 $(1)/two_nccl: $(PROGS_SRCDIR)/two_nccl.c
 	@mkdir -p $$(@D)
+	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
 	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/two_nccl.c -ldl
 $(1)/devcomm_then_bad: $(PROGS_SRCDIR)/devcomm_then_bad.c $(3)
 	@mkdir -p $$(@D)
+	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
 	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/devcomm_then_bad.c $(2) -ldl
 $(1)/bench: tests/gpu/bench.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
 	@mkdir -p $$(@D)
+	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
 	$$(CC) $$(PROGS_CFLAGS) -o $$@ tests/gpu/bench.c $(PROGS_COMMON) $(2) -ldl -lpthread
 endef
 

@@ -4,6 +4,7 @@ NCCL_REAL_LIB ?= $(firstword $(foreach d,/usr/local/cuda/lib /usr/local/cuda/lib
 testbins: $(BUILD)/real/no_nccl
 $(BUILD)/real/no_nccl: tests/real/no_nccl.c
 	@mkdir -p $(dir $@)
+	$(call ng_deps,$(CC) $(ALL_CFLAGS),$^)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -ldl
 
 ifneq ($(NCCL_REAL_LIB),)
@@ -11,14 +12,18 @@ REAL_BINS = $(BUILD)/real/libnccluser.so $(BUILD)/real/main_local $(BUILD)/real/
 testbins: $(REAL_BINS)
 $(BUILD)/real/libnccluser.so: tests/real/nccl_user.c
 	@mkdir -p $(dir $@)
+	$(call ng_deps,$(CC) $(ALL_CFLAGS) -I$(NCCL_INCLUDE) $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE)),$^)
 	$(CC) $(ALL_CFLAGS) -shared -I$(NCCL_INCLUDE) $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE)) -o $@ $< \
 	  -L$(NCCL_REAL_LIB) -l:libnccl.so.2
 $(BUILD)/real/main_local: tests/real/main_local.c
 	@mkdir -p $(dir $@)
+	$(call ng_deps,$(CC) $(ALL_CFLAGS),$^)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -ldl
 $(BUILD)/real/main_linked: tests/real/main_linked.c $(BUILD)/real/libnccluser.so
+	$(call ng_deps,$(CC) $(ALL_CFLAGS),$^)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/real -lnccluser -Wl,-rpath-link,$(NCCL_REAL_LIB)
 endif
 $(BUILD)/real/probe: tests/real/probe.c
 	@mkdir -p $(dir $@)
+	$(call ng_deps,$(CC) $(ALL_CFLAGS) -I$(NCCL_INCLUDE),$^)
 	$(CC) $(ALL_CFLAGS) -I$(NCCL_INCLUDE) -o $@ $< -L$(NCCL_REAL_LIB) -l:libnccl.so.2 -ldl

@@ -18,38 +18,20 @@ import sys
 TARGET = "torch.distributed._symmetric_memory"
 _WATCH = (TARGET, "torch.distributed")
 
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-
 _installed = False
 _finder = None
 
 
-def _bool_env(name, default):
-    """The library's rule for booleans (1/0 true/false yes/no on/off, any case).
-    Returns (value, bad) where bad is the offending string or None."""
-    v = os.environ.get(name)
-    if v is None:
-        return default, None
-    s = v.strip().lower()
-    if s in _TRUE:
-        return True, None
-    if s in _FALSE:
-        return False, None
-    return default, v
-
-
 def enabled():
-    """(on, warnings): whether the hook should be installed in this process."""
+    """(on, warnings): whether the hook should be installed in this process. The variables are
+    read as the library reads them (_config, from the table shim/vars.def)."""
+    from . import _config
     warnings = []
-    on, bad = _bool_env("NCCLGUARD_PYHOOK", True)
+    on, bad = _config.get("NCCLGUARD_PYHOOK")
     if bad is not None:
-        warnings.append("NCCLGUARD_PYHOOK=%.60s is not valid (expected 1/0, true/false, yes/no or "
-                        "on/off); using the default" % bad)
-    disabled, bad = _bool_env("NCCLGUARD_DISABLE", False)
-    if bad is not None:
-        # The library reports a bad NCCLGUARD_DISABLE itself; keep its default (not disabled).
-        disabled = False
+        warnings.append(bad)
+    # The library reports a bad NCCLGUARD_DISABLE itself; its default (not disabled) is kept.
+    disabled, _ = _config.get("NCCLGUARD_DISABLE")
     return (on and not disabled), warnings
 
 

@@ -1,0 +1,166 @@
+#!/bin/sh
+# The table of NCCLGUARD_* variables (shim/vars.def) and its readers: the library, ncclguard-doctor,
+# ncclguard-run and the Python hook accept and refuse the same values; README's tables are the
+# table's; the examples of issue 13.
+. "$(dirname "$0")/lib.sh"
+
+RUN="$B/ncclguard-run"
+DOC="$B/ncclguard-doctor"; export DOC
+PY=${NG_PYTHON:-python3}
+clean_env() { env -i PATH="$PATH" HOME="$T" "$@"; }
+# doc ENV...: the doctor's lines about NCCLGUARD_* variables (no GPU, no NCCL, no Python needed)
+doc() { clean_env LD_LIBRARY_PATH="$T/none" "$@" timeout 60 "$DOC" --no-python 2>&1 | grep -E '^(OK|WARN|FAIL) +env\.(NCCLGUARD_|ncclguard)'; }
+
+# ---- the README's two tables are generated from the table (make readme) ----
+if "$B/genvars" --readme "$NG_ROOT/README.md" >"$T/README.md" && cmp -s "$T/README.md" "$NG_ROOT/README.md"; then
+  pass config-readme-tables
+else fail config-readme-tables "README.md differs from the table: run 'make readme' ($(diff "$NG_ROOT/README.md" "$T/README.md" | head -4 | tr '\n' '|'))"; fi
+
+# ---- issue 13: variables the library honours are known to the doctor, with the library's verdict ----
+for v in NCCLGUARD_PREFLIGHT=0 NCCLGUARD_CAPTURE=degrade NCCLGUARD_LOG_MAX_MB=10 NCCLGUARD_TIMEOUT=0.5; do
+  out=$(doc "$v")
+  if echo "$out" | grep -Eq '^OK +env\.ncclguard +1 NCCLGUARD_\* variable set, all valid$'; then pass "config-doctor-accepts ($v)"
+  else fail "config-doctor-accepts ($v)" "$out"; fi
+done
+for v in NCCLGUARD_TIMEOUT=0 NCCLGUARD_RETRIES=101; do
+  out=$(doc "$v")
+  if echo "$out" | grep -Eq "^WARN +env\.${v%%=*} +$v: not valid \\(expected "; then pass "config-doctor-refuses ($v)"
+  else fail "config-doctor-refuses ($v)" "$out"; fi
+done
+# the fix text names what really lists the variables, and that list is the library's
+out=$(doc NCCLGUARD_RETRYS=3)
+lib=$(env LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_DUMP_CONFIG=1 /bin/true 2>&1 | grep -o 'NCCLGUARD_[A-Z_]*=' | tr -d = | sort)
+listed=$("$DOC" --vars | grep -o '^NCCLGUARD_[A-Z_]*' | sort)
+missing=$(printf '%s\n' "$lib" | while read -r n; do printf '%s\n' "$listed" | grep -qx "$n" || echo "$n"; done)
+if echo "$out" | grep -q 'fix: check the spelling (ncclguard-doctor --vars lists the variables)' && [ -n "$lib" ] && [ -z "$missing" ]; then
+  pass config-doctor-vars-list
+else fail config-doctor-vars-list "fix: $(echo "$out" | grep -o 'fix: .*') / not in --vars: $missing"; fi
+
+# ---- issue 13: the launcher refuses a bad value with status 2 and one line, before running anything ----
+out=$(clean_env "$RUN" --timeout 0 -- touch "$T/ran" 2>&1); rc=$?
+if [ $rc = 2 ] && [ ! -e "$T/ran" ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q "^ncclguard-run: option --timeout: '0' is not valid"; then
+  pass config-run-timeout-0
+else fail config-run-timeout-0 "rc=$rc: $out"; fi
+out=$(clean_env "$RUN" --json=yes true 2>&1); rc=$?
+out2=$(clean_env "$RUN" --timeout 2>&1); rc2=$?
+if [ $rc = 2 ] && [ $rc2 = 2 ] && echo "$out" | grep -q 'takes no value' && echo "$out2" | grep -q 'needs an argument'; then pass config-run-usage
+else fail config-run-usage "rc=$rc/$rc2: $out / $out2"; fi
+# every variable with an option is in --help with its values and default
+help=$("$RUN" --help 2>&1)
+bad=""
+for n in $("$DOC" --vars | grep -o '^NCCLGUARD_[A-Z_]*'); do echo "$help" | grep -q "$n" || bad="$bad $n"; done
+if [ -z "$bad" ] && echo "$help" | grep -q 'NCCLGUARD_TIMEOUT: number 0.001..10000000 (default 600)'; then pass config-run-help
+else fail config-run-help "not in --help:$bad"; fi
+
+# ---- one verdict per value, whoever reads it: library, doctor, launcher, Python hook ----
+# Values tried on every variable that is not a path; each reader writes "NAME<TAB>VALUE<TAB>ok|bad".
+vals='0
+1
+-1
++1
+ 1
+1 
+007
+1.5
+.5
+5.
+1e3
+1E-2
+0x10
+inf
+nan
+100
+101
+0.001
+0.0009
+10000000
+10000001
+99999999999999999999
+1073741824
+1073741825
+yes
+OFF
+True
+maybe
+warn
+INFO
+trace
+Degrade
+relaxed
+json
+auto
+never
+error
+'
+names=$("$DOC" --vars --json | "$PY" -c 'import json,sys
+for l in sys.stdin:
+    d = json.loads(l)
+    if d["values"] != "path" and d["name"] != "NCCLGUARD_DUMP_CONFIG": print(d["name"])' | tr '\n' ' ')
+tab=$(printf '\t')
+: >"$T/lib.v"; : >"$T/doc.v"; : >"$T/run.v"
+printf '%s' "$vals" >"$T/vals"
+while IFS= read -r val; do
+  # the library: at most 8 warnings a process, so the variables in groups of 6; NCCLGUARD_LOG alone
+  # (a valid "off" silences the warnings about the others)
+  set -- NCCLGUARD_LOG $(printf '%s\n' $names | grep -vx NCCLGUARD_LOG)
+  while [ $# -gt 0 ]; do
+    grp=""; i=0
+    while [ $# -gt 0 ] && [ $i -lt 6 ]; do
+      [ "$1" = NCCLGUARD_LOG ] && [ $i -gt 0 ] && break
+      grp="$grp $1"; shift; i=$((i + 1))
+      [ "${grp# }" = NCCLGUARD_LOG ] && break
+    done
+    # shellcheck disable=SC2086
+    out=$(for n in $grp; do printf '%s=%s\0' "$n" "$val"; done | \
+      xargs -0 sh -c 'exec env LD_PRELOAD="$0" NCCLGUARD_DUMP_CONFIG=1 NCCLGUARD_LOG_FILE= "$@" /bin/true' "${NG_PRELOAD_PREFIX:-}$SHIM" 2>&1)
+    for n in $grp; do
+      case "$n" in NCCLGUARD_PYHOOK) continue ;; esac # not the library's
+      if printf '%s\n' "$out" | grep -qF "$n=$val is not valid"; then v=bad; else v=ok; fi
+      printf '%s\t%s\t%s\n' "$n" "$val" "$v" >>"$T/lib.v"
+    done
+  done
+  # the doctor, all variables at once
+  out=$(for n in $names; do printf '%s=%s\0' "$n" "$val"; done | \
+    xargs -0 sh -c 'exec env -i PATH="$PATH" HOME="$0" LD_LIBRARY_PATH="$0/none" "$@" timeout 60 "$DOC" --no-python' "$T" 2>&1)
+  for n in $names; do
+    if printf '%s\n' "$out" | grep -Eq "^WARN +env\.$n +"; then v=bad; else v=ok; fi
+    printf '%s\t%s\t%s\n' "$n" "$val" "$v" >>"$T/doc.v"
+  done
+  # the launcher, through each option that takes a value
+  for opt in $("$RUN" --help | sed -n 's/^ *\(-., \)\{0,1\}\(--[a-z-]*\) [A-Z]*  *\(NCCLGUARD_[A-Z_]*\): .*/\2=\3/p'); do
+    n=${opt#*=}; o=${opt%%=*}
+    case " $names " in *" $n "*) ;; *) continue ;; esac
+    if clean_env "$RUN" --lib "$SHIM" "$o" "$val" --print-env >/dev/null 2>&1; then v=ok; else v=bad; fi
+    printf '%s\t%s\t%s\n' "$n" "$val" "$v" >>"$T/run.v"
+  done
+done <"$T/vals"
+# the Python hook's reader
+PYTHONPATH="$NG_ROOT/tools/python" "$PY" - "$T/vals" $names >"$T/py.v" 2>&1 <<'EOF'
+import sys
+from ncclguard_hook import _config
+vals = open(sys.argv[1]).read().split("\n")[:-1]
+for v in vals:
+    for n in sys.argv[2:]:
+        print("%s\t%s\t%s" % (n, v, "bad" if _config.get(n, {n: v})[1] else "ok"))
+EOF
+# compare each reader with the library (the launcher and Python on the variables they read)
+ok=1
+for r in doc run py; do
+  sort "$T/$r.v" >"$T/$r.s"
+  case $r in
+    run) awk -F'\t' 'NR == FNR { seen[$1] = 1; next } ($1 in seen)' "$T/run.s" "$T/lib.v" | sort >"$T/libr.s" ;;
+    *) grep -v "^NCCLGUARD_PYHOOK$tab" "$T/$r.s" >"$T/$r.s2"; mv "$T/$r.s2" "$T/$r.s"; sort "$T/lib.v" >"$T/libr.s" ;;
+  esac
+  if ! cmp -s "$T/libr.s" "$T/$r.s"; then ok=0; echo "# $r differs from the library: $(diff "$T/libr.s" "$T/$r.s" | grep '^[<>]' | head -6 | tr '\n' '|')"; fi
+done
+nlib=$(wc -l <"$T/lib.v"); nrun=$(wc -l <"$T/run.v"); nbad=$(grep -c 'bad$' "$T/lib.v")
+if [ $ok = 1 ] && [ "$nlib" -gt 300 ] && [ "$nrun" -gt 100 ] && [ "$nbad" -gt 100 ]; then
+  pass "config-one-verdict ($nlib library verdicts, $nbad refusals; doctor, launcher ($nrun), Python agree)"
+else fail config-one-verdict "lib $nlib run $nrun bad $nbad"; fi
+
+# the Python hook's booleans: the table's words in any case, and a bad value warns with the library's text
+out=$(PYTHONPATH="$NG_ROOT/tools/python" "$PY" -c 'from ncclguard_hook import _config as c
+print(c.get("NCCLGUARD_PYHOOK", {"NCCLGUARD_PYHOOK": "oFf"}), c.get("NCCLGUARD_PYHOOK", {"NCCLGUARD_PYHOOK": " 0"}))' 2>&1)
+if [ "$out" = "(False, None) (True, 'NCCLGUARD_PYHOOK= 0 is not valid (expected 1/0, true/false, yes/no or on/off); using the default')" ]; then
+  pass config-python-bool
+else fail config-python-bool "$out"; fi
