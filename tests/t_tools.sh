@@ -267,20 +267,7 @@ else fail report-stdin "rc=$rc rc2=$rc2: $(echo "$out" | tr '\n' '|')"; fi
 if [ $rc -eq 2 ] && [ $rc2 -eq 2 ]; then pass report-usage-error; else fail report-usage-error "rc=$rc/$rc2"; fi
 
 # 4096 ranks x 50 windows, rank 1234 never reaches seq 37: found, named, in a few seconds
-mkdir -p "$T/big"
-awk -v dir="$T/big" -v N=4096 -v W=50 'BEGIN {
-  cid = "c0ffee0123456789"
-  for (r = 0; r < N; r++) {
-    h = "node" int(r / 8); pid = 10000 + r; d = r % 8
-    f = sprintf("%s/ncclguard.%s.%d.%d.log", dir, h, pid, r)
-    printf "%s:%d:%d [%d] NCCLGUARD INFO fn=ncclCommInitRankConfig comm=0x55d0c0a1b2c0 cid=%s rank=%d nranks=%d blocking=1 state=ready result=ncclSuccess us=412345.0 decision=pass reason=ok\n", h, pid, pid, d, cid, r, N > f
-    for (s = 0; s < W; s++) {
-      if (r == 1234 && s >= 37) break
-      printf "%s:%d:%d [%d] NCCLGUARD INFO fn=ncclCommWindowRegister comm=0x55d0c0a1b2c0 cid=%s rank=%d nranks=%d buff=0x7f1200000000 size=1048576 flags=1 win=0x4a2000d048 seq=%d result=ncclSuccess us=%.1f decision=register reason=ok msg=\"registered\"\n", h, pid, pid, d, cid, r, N, s, 16000 + ((r * 7 + s * 13) % 5000) > f
-    }
-    close(f)
-  }
-}'
+sh "$NG_ROOT/tests/data/gen_logs.sh" "$T/big" 4096 50
 t0=$(date +%s%N)
 out=$("$REP" "$T/big" 2>&1); rc=$?
 t1=$(date +%s%N)

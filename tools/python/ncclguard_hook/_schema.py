@@ -73,6 +73,7 @@ REASONS = (
     ("no_symbol", "WARN", "lib"),
     ("out_of_step", "WARN", "lib"),
     ("comm_broken", "WARN", "lib"),
+    ("comm_suspended", "INFO", "lib"),
     ("lazy_comm", "INFO", "hook"),
     ("warmup_no_comm", "WARN", "hook"),
     ("comm_exists", "INFO", "hook"),

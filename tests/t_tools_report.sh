@@ -1,0 +1,107 @@
+#!/bin/sh
+# ncclguard-report's pictures and the tables behind the log (issues 13 and 14): the generated files
+# are current, the sources write only keys and reasons of their tables, every key of the schema
+# round-trips through both writers (C and Python, text and JSON) and the report, --trace and --html
+# on a small divergent log, a JSON log with times and the 4,096-rank logs (tests/data/gen_logs.sh).
+. "$(dirname "$0")/lib.sh"
+
+REP="$B/ncclguard-report"
+GEN="$B/gentables"
+LOGS="$NG_ROOT/tests/data/logs"
+H="$NG_ROOT/tests/report"
+HOOK="$NG_ROOT/tools/python/ncclguard_hook"
+PY=${NG_PYTHON:-python3}
+if ! command -v "$PY" >/dev/null 2>&1; then echo "# skip tools-report: no $PY"; exit 0; fi
+
+# ---------------------------------------------------------------- the tables
+# docs/LOG.md and the Python hook's _schema.py are what tools/gentables.c makes of the tables now
+"$GEN" --python >"$T/schema.py" 2>&1 && "$GEN" --doc >"$T/LOG.md" 2>&1
+if diff -u "$HOOK/_schema.py" "$T/schema.py" >"$T/d1" && diff -u "$NG_ROOT/docs/LOG.md" "$T/LOG.md" >"$T/d2"; then
+  pass tables-generated-files-current
+else fail tables-generated-files-current "stale (run make tables): $(head -c 400 "$T/d1" "$T/d2" | tr '\n' '|')"; fi
+
+out=$("$PY" "$H/sources.py" "$NG_ROOT" 2>&1)
+case "$out" in good*) pass "tables-sources-use-only-table-keys-and-reasons $(echo "$out" | sed "s/^good //")" ;;
+  *) fail tables-sources-use-only-table-keys-and-reasons "$(echo "$out" | tr '\n' '|')" ;; esac
+
+# every reason's advice is the library's and the report's: one text (ncclguard-report's diagnosis)
+out=$("$REP" "$LOGS/json" 2>&1)
+adv=$("$PY" -c 'import re, sys
+d = open(sys.argv[1]).read()
+m = re.search(r"NG_REASON\(NOT_VMM, \"not_vmm\", WARN,((?:\s*\"[^\"]*\")+)\)", d)
+print("".join(re.findall(r"\"([^\"]*)\"", m.group(1))))' "$NG_ROOT/shim/reasons.def" 2>&1)
+if echo "$out" | grep -qF "diagnosis: $adv"; then pass reasons-advice-one-text
+else fail reasons-advice-one-text "diagnosis: $(echo "$out" | grep diagnosis) want: $adv"; fi
+
+# ---------------------------------------------------------------- round trip of every key
+# the C writer is shim/log.c itself, built with -DNG_LOG_CHECK (a key not in the table aborts)
+if ${CC:-cc} -std=gnu11 -Wall -Wextra -Werror -DNG_LOG_CHECK -I"$NG_ROOT/shim" -pthread -o "$T/logkeys" \
+     "$H/logkeys.c" "$NG_ROOT/shim/log.c" >"$T/cc.out" 2>&1; then
+  for w in c py; do
+    for f in text json; do
+      ext=log; [ $f = json ] && ext=jsonl
+      log="$T/rt-$w.$ext"
+      if [ $w = c ]; then "$T/logkeys" "$log" $f >"$T/w.out" 2>&1
+      else env -u NCCLGUARD_LOG NCCLGUARD_LOG_FILE="$log" NCCLGUARD_LOG_FORMAT=$f PYTHONPATH="$NG_ROOT/tools/python" \
+             PYTHONDONTWRITEBYTECODE=1 "$PY" "$H/pykeys.py" >"$T/w.out" 2>&1; fi
+      "$REP" --json --trace "$T/rt-$w-$f.trace" "$log" >"$T/rt-$w-$f.rep" 2>"$T/rt.err"
+      out=$("$PY" "$H/roundtrip.py" "$HOOK" "$T/rt-$w-$f.trace" "$T/rt-$w-$f.rep" $f $w 2>&1)
+      [ "$out" = good ] && pass "log-keys-roundtrip-$w-$f" \
+        || fail "log-keys-roundtrip-$w-$f" "$(cat "$T/w.out" "$T/rt.err") $(echo "$out" | tail -3 | tr '\n' '|')"
+    done
+  done
+else fail log-keys-roundtrip "logkeys does not build: $(head -5 "$T/cc.out")"; fi
+
+# a log of a newer schema: read, with one line saying so
+printf 'h:1:1 [-1] NCCLGUARD INFO fn=log schema=99 msg="future"\nh:1:1 [0] NCCLGUARD INFO fn=ncclCommWindowRegister cid=0123456789abcdef rank=0 nranks=1 seq=0 result=ncclSuccess us=1.0 decision=register reason=ok newkey=1 msg="registered"\n' >"$T/future.log"
+out=$("$REP" "$T/future.log" 2>&1); rc=$?
+if [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'log schema 99, newer than')" = 1 ] && echo "$out" | grep -q '1 windows\?, 0 divergent'; then
+  pass report-newer-schema-noted
+else fail report-newer-schema-noted "rc=$rc $(echo "$out" | tr '\n' '|')"; fi
+
+# ---------------------------------------------------------------- --trace and --html, small logs
+"$REP" --trace "$T/div.trace" --html "$T/div.html" "$LOGS/divergent" >"$T/div.txt" 2>&1; rc=$?
+"$REP" --json "$LOGS/divergent" >"$T/div.json" 2>/dev/null
+out=$("$PY" "$H/trace.py" "$T/div.trace" '{"ranks":2,"per_rank":{"0":4,"1":3},
+  "args":[[0,2,{"decision":"error","reason":"timeout","result":"ncclSystemError","cid":"9e3779b97f4a7c15","size":1048576,"nranks":2,"level":"WARN"}],
+          [1,1,{"decision":"register","reason":"ok","buff":"0x7f1200010000","win":"0x4a2000d018","flags":1,"dev":1}]]}' 2>&1)
+if [ $rc = 1 ] && "$PY" -m json.tool "$T/div.trace" >/dev/null 2>&1 && [ "$out" = "good 7" ] && grep -q 'seq 2: error 0 | missing 1' "$T/div.txt"; then
+  pass report-trace-divergent
+else fail report-trace-divergent "rc=$rc $out"; fi
+out=$("$PY" "$H/grid.py" "$T/div.html" "$T/div.json" 2>&1)
+if [ "$out" = "good 3 1" ] && grep -q '"cells":"EM"' "$T/div.html" && grep -q 'comm 9e3779b97f4a7c15 seq 2: error 0 | missing 1' "$T/div.html"; then
+  pass report-html-divergent
+else fail report-html-divergent "$out"; fi
+
+# JSON lines have times: a slice starts at the line's time minus its duration
+"$REP" --trace "$T/js.trace" --picture "$T/js.html" "$LOGS/json" >/dev/null 2>&1
+"$REP" --json "$LOGS/json" >"$T/js.json" 2>/dev/null
+out=$("$PY" "$H/trace.py" "$T/js.trace" '{"ranks":2,"per_rank":{"0":4,"1":3},"ts":[1,1,1764440000999995.0,205.0],
+  "args":[[1,1,{"decision":"error","reason":"not_vmm","bad_rank":1,"win":null,"msg":"registration refused on every rank (not_vmm): the buffer is not from the CUDA VMM API (cudaMalloc?)\nallocate it with ncclMemAlloc"}]]}' 2>&1)
+out2=$("$PY" "$H/grid.py" "$T/js.html" "$T/js.json" 2>&1)
+if [ "$out" = "good 7" ] && [ "$out2" = "good 2 0" ]; then pass report-trace-html-jsonl-times
+else fail report-trace-html-jsonl-times "$out | $out2"; fi
+
+"$REP" --trace >/dev/null 2>&1; rc=$?
+"$REP" --html "$T/no/such/dir/x.html" "$LOGS/clean" >/dev/null 2>&1; rc2=$?
+if [ $rc = 2 ] && [ $rc2 = 2 ]; then pass report-trace-html-usage; else fail report-trace-html-usage "rc=$rc/$rc2"; fi
+
+# ---------------------------------------------------------------- 4,096 ranks x 50 windows
+for f in text json; do
+  sh "$NG_ROOT/tests/data/gen_logs.sh" "$T/big-$f" 4096 50 $f
+  t0=$(date +%s%N)
+  "$REP" --trace "$T/big.trace" --html "$T/big.html" "$T/big-$f" >"$T/big.txt" 2>&1; rc=$?
+  ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  "$REP" --json "$T/big-$f" >"$T/big.json" 2>/dev/null
+  exp='{"ranks":4096,"per_rank":{"1234":38,"*":51},
+    "args":[[0,0,{"decision":"register","reason":"ok","seq":0,"size":1048576,"cid":"c0ffee0123456789","result":"ncclSuccess"}],
+            [4095,49,{"decision":"register","reason":"ok","seq":49,"rank":4095,"nranks":4096,"dev":7}],
+            [1234,36,{"decision":"register","reason":"ok","seq":36}]]'
+  [ $f = json ] && exp="$exp"',"ts":[4095,49,1764440048983793.0,20302.0]'
+  out=$("$PY" "$H/trace.py" "$T/big.trace" "$exp}" 2>&1)
+  out2=$("$PY" "$H/grid.py" "$T/big.html" "$T/big.json" 1234 37 2>&1)
+  if [ $rc = 1 ] && [ "$out" = "good 208883" ] && [ "$out2" = "good 50 13" ] && grep -q 'seq 37-49: register 0-1233,1235-4095 | missing 1234$' "$T/big.txt"; then
+    pass "report-trace-html-4096-ranks-$f (${ms} ms, trace $(( $(stat -c %s "$T/big.trace") / 1048576 )) MB, picture $(( $(stat -c %s "$T/big.html") / 1024 )) kB)"
+  else fail "report-trace-html-4096-ranks-$f" "rc=$rc ${ms} ms: $out | $out2"; fi
+  rm -rf "$T/big-$f" "$T/big.trace"
+done
