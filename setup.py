@@ -90,8 +90,8 @@ class BuildPy(build_py):
         cc = os.environ.get("CC") or "cc"
         cflags = os.environ.get("CFLAGS") or "-O2 -g"
         check_toolchain(cc, cflags)
-        super().run()
         bdir = os.path.abspath(os.path.join(self.get_finalized_command("build").build_temp, "make"))
+        shutil.rmtree(bdir, ignore_errors=True)  # never objects of another compiler or CFLAGS
         jobs = str(min(8, os.cpu_count() or 1))
         cmd = ["make", "-C", HERE, "-s", "-j" + jobs, "BUILD=" + bdir, "CC=" + cc, "CFLAGS=" + cflags,
                "WARN=-Wall -Wextra", "NCCL_INCLUDE=", "CUDA_INCLUDE=", "NG_REVISION=" + revision(),
@@ -99,6 +99,7 @@ class BuildPy(build_py):
         self.announce("ncclguard: " + " ".join(shlex.quote(a) for a in cmd), level=2)
         if subprocess.run(cmd).returncode != 0:
             fail("building the library failed (make lib tools, output above)")
+        super().run()  # after make: it generates ncclguard_hook/_vars.py
         pkg = os.path.join(self.build_lib, "ncclguard")
         os.makedirs(os.path.join(pkg, "lib"), exist_ok=True)
         os.makedirs(os.path.join(pkg, "bin"), exist_ok=True)

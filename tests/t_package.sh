@@ -1,0 +1,263 @@
+#!/bin/sh
+# The Python package (pyproject.toml, setup.py, python/): python/build-dist builds the sdist and the
+# manylinux wheel; each is pip-installed into a fresh virtual environment, where the console
+# scripts run the demo, NCCLGUARD=1 (ncclguard.pth) and `import ncclguard` turn ncclguard on for a
+# library loaded RTLD_LOCAL the way PyTorch loads NCCL, NCCL already loaded is one line, children
+# inherit it, and pip uninstall leaves nothing behind. Also: the build's one-line errors for a
+# missing compiler or uthash, and `auditwheel show` on the wheel. Plain variant only; needs python3
+# with venv and PyPI (build, auditwheel, ziglang, setuptools for the sdist's build).
+. "$(dirname "$0")/lib.sh"
+
+if [ "${NG_VARIANT:-plain}" != plain ]; then
+  echo "# skip package: the Python package is tested in the plain variant only"
+  exit 0
+fi
+PY=${NG_PYTHON:-python3}
+VERSION=$(cat "$NG_ROOT/VERSION")
+# Python and pip as a user runs them: no inherited ncclguard, preload or bytecode setting.
+clean() {
+  env -u NCCLGUARD -u NCCLGUARD_LIB -u NCCLGUARD_LOG -u NCCLGUARD_LOG_FILE -u NCCLGUARD_PYHOOK \
+    -u NCCLGUARD_DISABLE -u LD_PRELOAD -u PYTHONPATH -u PYTHONDONTWRITEBYTECODE -u RANK "$@"
+}
+if ! clean "$PY" -m venv "$T/probe" >"$T/probe.log" 2>&1; then
+  echo "# skip package: $PY -m venv does not work (make deps installs python3-venv): $(tail -1 "$T/probe.log")"
+  exit 0
+fi
+
+# ------------------------------------------------------------------ build: sdist and wheel
+clean NG_DIST_TOOLS="$T/tools" PYTHON="$PY" timeout -k 5 900 "$NG_ROOT/python/build-dist" "$T/dist" \
+  >"$T/dist.out" 2>"$T/dist.err"
+rc=$?
+if [ $rc = 3 ]; then
+  echo "# skip package: $(grep 'build-dist:' "$T/dist.err" | tail -1) (PyPI not reachable?)"
+  exit 0
+fi
+SDIST="$T/dist/ncclguard-$VERSION.tar.gz"
+WHEEL=$(tail -1 "$T/dist.out")
+if [ $rc = 0 ] && [ -f "$SDIST" ] && [ -f "$WHEEL" ]; then pass dist-sdist-and-wheel
+else
+  fail dist-sdist-and-wheel "rc=$rc: $(tail -5 "$T/dist.err")"
+  exit 0
+fi
+
+# The wheel's tag, checked by auditwheel: manylinux, glibc 2.28 or older.
+"$T/tools/bin/auditwheel" show "$WHEEL" >"$T/aw.out" 2>&1
+tag=$(tr '\n' ' ' <"$T/aw.out" | grep -o 'platform tag: *"manylinux_2_[0-9]*_[a-z0-9_]*"' | grep -o 'manylinux_2_[0-9]*' | head -1)
+glibc_minor=${tag#manylinux_2_}
+if [ -n "$tag" ] && [ "$glibc_minor" -le 28 ] && echo "$WHEEL" | grep -q "manylinux"; then
+  pass "auditwheel-show-$tag"
+else fail auditwheel-show "tag '$tag' (want manylinux_2_28 or older): $(cat "$T/aw.out")"; fi
+
+# What is inside: the library, the tools, the start-up file, the hook, the version from VERSION;
+# no test file; the binaries executable.
+# names, and for each its Unix mode in octal (python's zipfile: no unzip needed)
+"$PY" -c 'import sys, zipfile
+for i in zipfile.ZipFile(sys.argv[1]).infolist(): print(i.filename, oct(i.external_attr >> 16))' "$WHEEL" >"$T/whl.modes"
+cut -d' ' -f1 "$T/whl.modes" >"$T/whl.list"
+miss=""
+for f in ncclguard.pth ncclguard/__init__.py ncclguard/_boot.py ncclguard/_version.py ncclguard/lib/libncclguard.so \
+  ncclguard/bin/ncclguard-run ncclguard/bin/ncclguard-doctor ncclguard/bin/ncclguard-report \
+  ncclguard/bin/python/sitecustomize.py ncclguard/bin/python/ncclguard_hook/__init__.py \
+  ncclguard_hook/__init__.py ncclguard_hook/_vars.py; do
+  grep -qx "$f" "$T/whl.list" || miss="$miss $f"
+done
+"$PY" -c 'import sys, zipfile; sys.stdout.write(zipfile.ZipFile(sys.argv[1]).read("ncclguard/_version.py").decode())' \
+  "$WHEEL" >"$T/ver.py" 2>/dev/null
+noexec=$(grep -E '^ncclguard/(bin/ncclguard-[a-z]+|lib/libncclguard.so) ' "$T/whl.modes" | grep -vc ' 0o100755$')
+if [ -z "$miss" ] && has "$T/ver.py" "^__version__ = '$VERSION'$" && ! grep -q '^tests/' "$T/whl.list" \
+   && [ "$noexec" = 0 ]; then
+  pass wheel-contents
+else fail wheel-contents "missing:$miss; version: $(cat "$T/ver.py"); not executable: $noexec"; fi
+tar -tzf "$SDIST" >"$T/sdist.list"
+if grep -q "^ncclguard-$VERSION/shim/wrap_reg.c$" "$T/sdist.list" && grep -q "^ncclguard-$VERSION/VERSION$" "$T/sdist.list" \
+   && grep -q "^ncclguard-$VERSION/LICENSE$" "$T/sdist.list" && grep -q "^ncclguard-$VERSION/CHANGELOG.md$" "$T/sdist.list" \
+   && ! grep -qE '\.(o|so)$|__pycache__|/tests/t_' "$T/sdist.list"; then
+  pass sdist-contents
+else fail sdist-contents "$(head -50 "$T/sdist.list" | tr '\n' ' ')"; fi
+
+# ------------------------------------------------------------------ programs run in the venvs
+# consumer.py LIB [consumer args]: loads LIB (build/progs/libconsumer.so, linked against libnccl.so.2
+# like libtorch_cuda.so) with RTLD_LOCAL, as Python loads PyTorch, and runs it.
+cat >"$T/consumer.py" <<'EOF'
+import ctypes, os, sys
+lib = ctypes.CDLL(sys.argv[1], mode=os.RTLD_LOCAL)
+args = [a.encode() for a in sys.argv[2:]]
+argv = (ctypes.c_char_p * (len(args) + 1))(*args, None)
+rc = lib.consumer_run(len(args), argv)
+maps = open("/proc/self/maps").read()
+print("GUARD_MAPPED", "libncclguard" in maps)
+print("NCCL_MAPPED", "libnccl.so" in maps)
+print("MODULE", "ncclguard" in sys.modules)
+sys.stdout.flush()
+sys.exit(rc)
+EOF
+# the same, turned on by its first line
+{ echo "import ncclguard"; cat "$T/consumer.py"; } >"$T/first_line.py"
+# NCCL loaded first, then import ncclguard
+cat >"$T/late.py" <<'EOF'
+import ctypes, os, sys
+ctypes.CDLL("libnccl.so.2")
+before = os.environ.get("LD_PRELOAD")
+import ncclguard
+print("STATE", ncclguard.state())
+print("GUARD_MAPPED", "libncclguard" in open("/proc/self/maps").read())
+print("ENV_UNCHANGED", os.environ.get("LD_PRELOAD") == before and "NCCLGUARD" not in os.environ)
+EOF
+# children: a shell (non-Python) and a multiprocessing 'spawn' child of a process turned on by import
+cat >"$T/children.py" <<'EOF'
+import ncclguard
+import multiprocessing as mp, subprocess, sys
+
+def child(q):
+    import ncclguard, ncclguard_hook
+    paths = set(l.split()[-1] for l in open("/proc/self/maps") if "libncclguard" in l)
+    q.put((ncclguard.state(), ncclguard_hook._installed, len(paths)))
+
+if __name__ == "__main__":
+    sh = subprocess.run(["sh", "-c", "grep -c libncclguard /proc/$$/maps"], capture_output=True, text=True)
+    print("SH_MAPPED", sh.stdout.strip() not in ("", "0"))
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=child, args=(q,))
+    p.start()
+    print("SPAWN", q.get(timeout=20))
+    p.join()
+    print("PARENT", ncclguard.state())
+EOF
+
+# vrun VENV OUT ENV... -- CMD...: CMD with the venv's bin first on PATH and the fakes on
+# LD_LIBRARY_PATH; stdout in $T/OUT.std, stderr in $T/OUT.err, both in $T/OUT.out, status $T/OUT.rc
+vrun() {
+  v=$1 o=$2; shift 2
+  envs=""
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs="$envs $1"; shift; done
+  shift
+  # shellcheck disable=SC2086
+  clean PATH="$v/bin:$PATH" LD_LIBRARY_PATH="$FAKE" $envs timeout -k 2 "$NG_TIMEOUT" "$@" \
+    >"$T/$o.std" 2>"$T/$o.err"
+  echo $? >"$T/$o.rc"
+  cat "$T/$o.std" "$T/$o.err" >"$T/$o.out"
+}
+rc_of() { cat "$T/$1.rc"; }
+count() { grep -Ec -- "$2" "$1" || true; }
+
+# check_venv KIND ARTIFACT: install ARTIFACT into a fresh venv and run every case there
+check_venv() {
+  k=$1 art=$2 v="$T/venv-$1"
+  clean "$PY" -m venv "$v" >/dev/null 2>&1 && clean "$v/bin/pip" --version >/dev/null 2>&1
+  (cd "$v" && find . | sort) >"$T/$k.before"
+  if clean timeout -k 5 600 "$v/bin/pip" install "$art" >"$T/$k.install" 2>&1 \
+     && [ -x "$v/bin/ncclguard-run" ] && [ -x "$v/bin/ncclguard-doctor" ] && [ -x "$v/bin/ncclguard-report" ]; then
+    pass "install-$k"
+  else
+    fail "install-$k" "$(tail -5 "$T/$k.install")"
+    return
+  fi
+  site=$(clean "$v/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+  lib="$site/ncclguard/lib/libncclguard.so"
+
+  # version and paths: from VERSION; library_path() is the packaged library
+  vrun "$v" ver NCCLGUARD=0 -- python -c 'import ncclguard; print(ncclguard.__version__); print(ncclguard.library_path())'
+  vrun "$v" runver -- ncclguard-run --version
+  if [ "$(sed -n 1p "$T/ver.std")" = "$VERSION" ] && [ "$(sed -n 2p "$T/ver.std")" = "$lib" ] && [ -f "$lib" ] \
+     && has "$T/runver.std" "^ncclguard-run $VERSION "; then
+    pass "version-and-library-path-$k"
+  else fail "version-and-library-path-$k" "$(cat "$T/ver.out" "$T/runver.out")"; fi
+
+  # the demo (tools/demo.sh, make demo) through the installed ncclguard-run
+  mkdir -p "$T/demo-$k"
+  ln -sfn "$FAKE" "$T/demo-$k/fake"; ln -sfn "$PROGS" "$T/demo-$k/progs"; ln -sfn "$v/bin/ncclguard-run" "$T/demo-$k/ncclguard-run"
+  clean PATH="$v/bin:$PATH" timeout -k 2 120 "$NG_ROOT/tools/demo.sh" "$T/demo-$k" >"$T/demo-$k.out" 2>&1
+  if has "$T/demo-$k.out" 'died with signal 11' \
+     && has "$T/demo-$k.out" 'NCCLGUARD WARN fn=ncclCommWindowRegister comm=0x0 .*reason=null_comm' \
+     && has "$T/demo-$k.out" 'hang: killed by timeout' \
+     && [ "$(count "$T/demo-$k.out" 'decision=degrade reason=(peer_)?not_vmm')" = 2 ] \
+     && [ "$(count "$T/demo-$k.out" 'rank [01]/2: RESULT ok reg=ncclSuccess win=null ar=ok')" = 2 ]; then
+    pass "demo-console-scripts-$k"
+  else fail "demo-console-scripts-$k" "$(tail -12 "$T/demo-$k.out")"; fi
+
+  # the other two console scripts find the packaged files
+  vrun "$v" doc -- ncclguard-doctor --json
+  vrun "$v" rep -- ncclguard-report -q "$NG_ROOT/tests/data/logs"
+  if has "$T/doc.std" "\"check\": *\"ncclguard.lib\"" && grep '"ncclguard.lib"' "$T/doc.std" | grep -q "$site/ncclguard" \
+     && has "$T/rep.std" '^ncclguard-report: [0-9]+ files' && [ "$(rc_of rep)" = 1 ]; then
+    pass "doctor-report-console-scripts-$k"
+  else fail "doctor-report-console-scripts-$k" "$(grep ncclguard.lib "$T/doc.std"; head -3 "$T/rep.out")"; fi
+
+  # NCCLGUARD=1: ncclguard.pth loads the library before the program; the library loaded RTLD_LOCAL
+  # later binds its NCCL calls to ncclguard (info lines); exports for children
+  vrun "$v" pth NCCLGUARD=1 NCCLGUARD_LOG=info -- python "$T/consumer.py" "$PROGS/libconsumer.so"
+  if [ "$(rc_of pth)" = 0 ] && has "$T/pth.std" '^GUARD_MAPPED True$' && has "$T/pth.std" '^MODULE True$' \
+     && has "$T/pth.out" 'NCCLGUARD INFO fn=ncclCommWindowRegister .*decision=register reason=ok' \
+     && has "$T/pth.out" 'NCCLGUARD INFO fn=ncclCommDestroy ' && has "$T/pth.std" 'consumer: RESULT ok'; then
+    pass "pth-activation-rtld-local-$k"
+  else fail "pth-activation-rtld-local-$k" "rc=$(rc_of pth) $(tail -8 "$T/pth.out")"; fi
+
+  # without NCCLGUARD (and with NCCLGUARD=0): nothing loaded, nothing imported, NCCL's own calls
+  ok=1
+  for e in NCCLGUARD_PYHOOK=1 NCCLGUARD=0 NCCLGUARD=off; do
+    vrun "$v" off NCCLGUARD_LOG=info "$e" -- python "$T/consumer.py" "$PROGS/libconsumer.so"
+    if [ "$(rc_of off)" != 0 ] || ! has "$T/off.std" '^GUARD_MAPPED False$' || ! has "$T/off.std" '^MODULE False$' \
+       || has "$T/off.out" 'NCCLGUARD' || ! has "$T/off.std" 'consumer: RESULT ok'; then
+      ok=0; fail "pth-inactive-$k" "$e: $(tail -5 "$T/off.out")"
+    fi
+  done
+  [ $ok = 1 ] && pass "pth-inactive-$k"
+
+  # import ncclguard as the first line of the script
+  vrun "$v" first NCCLGUARD_LOG=info -- python "$T/first_line.py" "$PROGS/libconsumer.so"
+  if [ "$(rc_of first)" = 0 ] && has "$T/first.std" '^GUARD_MAPPED True$' \
+     && has "$T/first.out" 'NCCLGUARD INFO fn=ncclCommWindowRegister .*decision=register reason=ok'; then
+    pass "import-first-line-$k"
+  else fail "import-first-line-$k" "rc=$(rc_of first) $(tail -6 "$T/first.out")"; fi
+
+  # NCCL already loaded: one line, nothing loaded, nothing exported
+  vrun "$v" late -- python "$T/late.py"
+  if [ "$(rc_of late)" = 0 ] && [ "$(wc -l <"$T/late.err")" = 1 ] \
+     && has "$T/late.err" 'NCCLGUARD WARN fn=python.activate msg="not turned on: NCCL is already loaded in this process \(.*libnccl.so.2\)' \
+     && has "$T/late.std" '^STATE nccl_already_loaded$' && has "$T/late.std" '^GUARD_MAPPED False$' \
+     && has "$T/late.std" '^ENV_UNCHANGED True$'; then
+    pass "nccl-already-loaded-one-line-$k"
+  else fail "nccl-already-loaded-one-line-$k" "rc=$(rc_of late) $(cat "$T/late.out")"; fi
+
+  # children of a process turned on by import: a shell has it preloaded; a spawned Python child has
+  # it once (preloaded, not loaded again) and the PyTorch hook installed
+  vrun "$v" kids -- python "$T/children.py"
+  if [ "$(rc_of kids)" = 0 ] && has "$T/kids.std" '^SH_MAPPED True$' && has "$T/kids.std" "^SPAWN \('preloaded', True, 1\)$" \
+     && has "$T/kids.std" '^PARENT loaded$'; then
+    pass "children-inherit-$k"
+  else fail "children-inherit-$k" "rc=$(rc_of kids) $(tail -5 "$T/kids.out")"; fi
+
+  # the launcher from the package: the packaged library and hook directory; python -m ncclguard
+  vrun "$v" penv -- ncclguard-run --print-env
+  vrun "$v" hook -- ncclguard-run python -c 'import ncclguard_hook, sitecustomize; print(ncclguard_hook._installed, sitecustomize.__file__)'
+  vrun "$v" pm -- python -m ncclguard sh -c 'echo "$LD_PRELOAD"'
+  vrun "$v" pinfo -- python -m ncclguard
+  if [ "$(cat "$T/penv.std")" = "LD_PRELOAD=$lib
+PYTHONPATH=$site/ncclguard/bin/python" ] && has "$T/hook.std" "^True $site/ncclguard/bin/python/sitecustomize.py$" \
+     && [ "$(cat "$T/pm.std")" = "$lib" ] && has "$T/pinfo.std" "^ncclguard $VERSION " && has "$T/pinfo.std" "^library: +$lib$"; then
+    pass "launcher-and-python-m-$k"
+  else fail "launcher-and-python-m-$k" "$(cat "$T/penv.out" "$T/hook.out" "$T/pm.out" "$T/pinfo.out")"; fi
+
+  # pip uninstall leaves nothing behind
+  clean "$v/bin/pip" uninstall -y ncclguard >"$T/$k.uninstall" 2>&1
+  (cd "$v" && find . | sort) >"$T/$k.after"
+  if diff "$T/$k.before" "$T/$k.after" >"$T/$k.diff"; then pass "uninstall-clean-$k"
+  else fail "uninstall-clean-$k" "left behind: $(grep '^>' "$T/$k.diff" | head -5 | tr '\n' ' ')"; fi
+}
+
+check_venv wheel "$WHEEL"
+check_venv sdist "$SDIST"   # built at install time with the system C compiler
+
+# ------------------------------------------------------------------ the build's one-line errors
+clean "$PY" -m venv "$T/venv-err" >/dev/null 2>&1
+clean CC=/nonexistent/cc timeout -k 5 300 "$T/venv-err/bin/pip" install "$SDIST" >"$T/nocc.out" 2>&1; rc1=$?
+clean CC="cc -nostdinc" timeout -k 5 300 "$T/venv-err/bin/pip" install "$SDIST" >"$T/nout.out" 2>&1; rc2=$?
+if [ $rc1 != 0 ] && [ "$(count "$T/nocc.out" 'ncclguard:')" = 1 ] \
+   && has "$T/nocc.out" 'error: ncclguard: no C compiler \(/nonexistent/cc\) found: .*apt-get install build-essential'; then
+  pass build-error-no-compiler
+else fail build-error-no-compiler "rc=$rc1 $(grep -E 'ncclguard|error' "$T/nocc.out" | head -5)"; fi
+if [ $rc2 != 0 ] && [ "$(count "$T/nout.out" 'ncclguard:')" = 1 ] \
+   && has "$T/nout.out" 'error: ncclguard: uthash.h not found: .*apt-get install uthash-dev'; then
+  pass build-error-no-uthash
+else fail build-error-no-uthash "rc=$rc2 $(grep -E 'ncclguard|error' "$T/nout.out" | head -5)"; fi
