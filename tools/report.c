@@ -653,12 +653,22 @@ static void json_value(sbuf *o, const pair *q, sbuf *tmp) {
   json_quote(o, tmp->p ? tmp->p : "", tmp->n);
 }
 
+/* the trace's pid (a host) and tid (a rank) of a track */
+typedef struct lane {
+  char key[160]; /* pid:tid */
+  double cursor; /* end of its last slice without a time of its own */
+  UT_hash_handle hh;
+} lane;
+
 typedef struct track {
   char *key; /* host:pid:tid */
   char *host;
   long pid, tid;
   long rank; /* its first rank seen, -1 none */
   int has_cid_rank; /* that rank came from a line with a communicator id */
+  int tpid;          /* the trace's pid (its host) and tid (its rank), and its lane */
+  long ttid;
+  struct lane *lane;
   UT_hash_handle hh;
 } track;
 
@@ -726,12 +736,6 @@ static void trace_add(const event *e) {
   if (!v->body) { perror("ncclguard-report"); exit(2); }
 }
 
-/* the trace's pid (a host) and tid (a rank) of a track */
-typedef struct lane {
-  char key[160]; /* pid:tid */
-  double cursor; /* end of its last slice without a time of its own */
-  UT_hash_handle hh;
-} lane;
 
 static int cmp_cstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -770,35 +774,31 @@ static int write_trace(const char *path) {
     fprintf(f, "%s}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", tsb.p, i + 1, i + 1);
   }
   lane *lanes = NULL;
-  for (track *t = tracks; t; t = t->hh.next) {
+  for (track *t = tracks; t; t = t->hh.next) { /* each track's lane, named once */
     int hp = 0;
     while (hp < nh && strcmp(hosts[hp], t->host)) hp++;
-    long tid = t->rank >= 0 ? t->rank : 1000000L + (t->pid > 0 ? t->pid : 0);
+    t->tpid = hp + 1;
+    t->ttid = t->rank >= 0 ? t->rank : 1000000L + (t->pid > 0 ? t->pid : 0);
     char k[160];
-    snprintf(k, sizeof k, "%d:%ld", hp + 1, tid);
-    lane *l;
-    HASH_FIND_STR(lanes, k, l);
-    if (l) continue;
-    l = calloc(1, sizeof *l);
-    if (!l) { perror("ncclguard-report"); exit(2); }
-    snprintf(l->key, sizeof l->key, "%s", k);
-    HASH_ADD_STR(lanes, key, l);
+    snprintf(k, sizeof k, "%d:%ld", t->tpid, t->ttid);
+    HASH_FIND_STR(lanes, k, t->lane);
+    if (t->lane) continue;
+    t->lane = calloc(1, sizeof *t->lane);
+    if (!t->lane) { perror("ncclguard-report"); exit(2); }
+    snprintf(t->lane->key, sizeof t->lane->key, "%s", k);
+    HASH_ADD_STR(lanes, key, t->lane);
     if (t->rank >= 0)
-      fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%ld,\"args\":{\"name\":\"rank %ld\"}}", hp + 1, tid, t->rank);
+      fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%ld,\"args\":{\"name\":\"rank %ld\"}}", t->tpid, t->ttid, t->rank);
     else
-      fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%ld,\"args\":{\"name\":\"pid %ld (no rank)\"}}", hp + 1, tid, t->pid);
-    fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%ld,\"args\":{\"sort_index\":%ld}}", hp + 1, tid, tid);
+      fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%ld,\"args\":{\"name\":\"pid %ld (no rank)\"}}", t->tpid, t->ttid, t->pid);
+    fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%ld,\"args\":{\"sort_index\":%ld}}", t->tpid, t->ttid, t->ttid);
   }
   for (int i = 0; i < n_tevs; i++) {
     tevent *v = &tevs[i];
     track *t = v->t;
-    int hp = 0;
-    while (hp < nh && strcmp(hosts[hp], t->host)) hp++;
-    long tid = t->rank >= 0 ? t->rank : 1000000L + (t->pid > 0 ? t->pid : 0);
-    char k[160];
-    snprintf(k, sizeof k, "%d:%ld", hp + 1, tid);
-    lane *l;
-    HASH_FIND_STR(lanes, k, l);
+    lane *l = t->lane;
+    int hp = t->tpid - 1;
+    long tid = t->ttid;
     double ts = v->ts;
     if (ts < 0) ts = l->cursor; /* no time in the log: right after the lane's previous call */
     if (ts + v->dur > l->cursor) l->cursor = ts + v->dur;
