@@ -126,7 +126,8 @@ static void* optional(const char* name, void* wrapper) {
   X(ncclCommInitRankScalable) /* 2.23.4 */ X(ncclGroupSimulateEnd) /* 2.22.3 */                       \
   X(ncclCommShrink) /* 2.27.3 */ X(ncclCommWindowRegister) /* 2.27.3 */                                \
   X(ncclCommWindowDeregister) /* 2.27.3 */ X(ncclDevCommCreate) /* 2.28.3 */                           \
-  X(ncclDevCommDestroy) /* 2.28.3 */ X(ncclCommRevoke) /* 2.28.7 */ X(ncclCommGrow) /* 2.29.2 */
+  X(ncclDevCommDestroy) /* 2.28.3 */ X(ncclCommRevoke) /* 2.28.7 */ X(ncclCommGrow) /* 2.29.2 */    \
+  X(ncclCommSuspend) /* 2.29.7 */ X(ncclCommResume) /* 2.29.7 */
 
 #define NG_OPTIONAL_EXPORT(name)                                                                   \
   extern __typeof__(name) ng_w_##name;                                                             \

@@ -75,6 +75,8 @@ struct ng_nccl_props; /* the prefix of ncclCommProperties_t ncclguard reads (rul
   X(ncclResult_t, ncclCommDestroy, (ncclComm_t comm))                                                     \
   X(ncclResult_t, ncclCommAbort, (ncclComm_t comm))                                                       \
   X(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags))                                     \
+  X(ncclResult_t, ncclCommSuspend, (ncclComm_t comm, int flags))                                           \
+  X(ncclResult_t, ncclCommResume, (ncclComm_t comm))                                                       \
   X(ncclResult_t, ncclCommWindowRegister, (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,   \
                                            int winFlags))                                                 \
   X(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win))                          \

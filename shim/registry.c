@@ -179,6 +179,13 @@ void ng_reg_comm_set_aborting(ncclComm_t comm, int on) {
   pthread_mutex_unlock(&lock);
 }
 
+void ng_reg_comm_set_suspended(ncclComm_t comm, int on) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  if (e) e->v.suspended = on;
+  pthread_mutex_unlock(&lock);
+}
+
 int ng_reg_comm_usable(ncclComm_t comm) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);

@@ -300,3 +300,52 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommRevoke)(ncclComm_t comm, int revokeFlags)
   }
   return end_of_life("ncclCommRevoke", NG_ID_ncclCommRevoke, comm, revokeFlags, NG_COMM_REVOKED);
 }
+
+/* Suspend and resume (NCCL 2.29.7+): a suspended communicator "cannot be used" (nccl.h), its
+ * memory may be released. ncclguard makes no call of its own on it meanwhile: a registration on it
+ * goes to NCCL untouched, as without ncclguard (an agreement all-reduce there could touch released
+ * memory, and its failure would otherwise break the communicator for good). */
+static ncclResult_t suspend_resume(const char* fn, ncclComm_t comm, int flags, int suspend) {
+  double t0 = ng_now_us();
+  struct ng_commview cv;
+  ng_reg_comm_get(comm, &cv);
+  if (comm && ng_comm_gone(&cv)) {
+    ng_stat_add(NG_ST_ERRORS, 1);
+    ng_log_call(NG_LOG_WARN, fn, comm, ncclInvalidArgument, t0, "error", "comm_destroyed",
+                "the communicator was already destroyed or aborted; NCCL would use freed memory");
+    return ncclInvalidArgument;
+  }
+  ncclResult_t res;
+  if (suspend) {
+    if (comm) ng_reg_comm_set_suspended(comm, 1); /* first: no round may start on it from now */
+    NG_CALL(res, ncclCommSuspend, comm, flags);
+    if (comm && res != ncclSuccess && res != ncclInProgress && !cv.suspended) ng_reg_comm_set_suspended(comm, 0);
+  } else {
+    NG_CALL(res, ncclCommResume, comm);
+    if (comm && (res == ncclSuccess || res == ncclInProgress)) ng_reg_comm_set_suspended(comm, 0);
+  }
+  if (res != ncclSuccess && res != ncclInProgress) ng_stat_add(NG_ST_ERRORS, 1);
+  ng_log_call(res == ncclSuccess || res == ncclInProgress ? NG_LOG_INFO : NG_LOG_WARN, fn, comm, res, t0, "pass",
+              res == ncclSuccess || res == ncclInProgress ? "ok" : "nccl_error", NULL);
+  return res;
+}
+
+/* exported through shim/exports.c */
+NG_OPT_API ncclResult_t NG_OPT(ncclCommSuspend)(ncclComm_t comm, int flags) {
+  ncclResult_t res;
+  if (ng_bypass()) {
+    NG_CALL(res, ncclCommSuspend, comm, flags);
+    return res;
+  }
+  return suspend_resume("ncclCommSuspend", comm, flags, 1);
+}
+
+/* exported through shim/exports.c */
+NG_OPT_API ncclResult_t NG_OPT(ncclCommResume)(ncclComm_t comm) {
+  ncclResult_t res;
+  if (ng_bypass()) {
+    NG_CALL(res, ncclCommResume, comm);
+    return res;
+  }
+  return suspend_resume("ncclCommResume", comm, 0, 0);
+}

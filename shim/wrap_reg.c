@@ -46,6 +46,15 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowRegister)(ncclComm_t comm, void* bu
    * agreed like any other reason (a rank alone with them would leave its peers waiting). */
   int reason = ng_check_reg_args(&r);
   if (reason != NG_R_OK) return refuse(&r, reason, ncclInvalidArgument);
+  if (r.cv.suspended) {
+    /* ncclCommSuspend'ed: NCCL's own answer, untouched (no round on a communicator that cannot be used) */
+    NG_CALL(res, ncclCommWindowRegister, comm, buff, size, win, winFlags);
+    if (res != ncclSuccess && res != ncclInProgress) ng_stat_add(NG_ST_ERRORS, 1);
+    ng_log_call(res == ncclSuccess || res == ncclInProgress ? NG_LOG_INFO : NG_LOG_WARN, "ncclCommWindowRegister", comm,
+                res, r.t0, "pass", "comm_suspended",
+                "the communicator is suspended (ncclCommSuspend): registration passed to NCCL unchecked, no agreement");
+    return res;
+  }
   if (ng_tls.group_depth > 0) {
     /* Inside ncclGroupStart/End: NCCL completes registrations at group end and nothing can be
      * agreed inside the group, so the request waits for the outermost ncclGroupEnd. */

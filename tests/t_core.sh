@@ -4,8 +4,8 @@
 
 # --- the library's shape ------------------------------------------------------------------
 want="ncclCommAbort ncclCommDeregister ncclCommDestroy ncclCommFinalize ncclCommGrow ncclCommInitAll
-ncclCommInitRank ncclCommInitRankConfig ncclCommInitRankScalable ncclCommRegister ncclCommRevoke
-ncclCommShrink ncclCommSplit ncclCommWindowDeregister ncclCommWindowRegister ncclDevCommCreate
+ncclCommInitRank ncclCommInitRankConfig ncclCommInitRankScalable ncclCommRegister ncclCommResume ncclCommRevoke
+ncclCommShrink ncclCommSplit ncclCommSuspend ncclCommWindowDeregister ncclCommWindowRegister ncclDevCommCreate
 ncclDevCommDestroy ncclGroupEnd ncclGroupSimulateEnd ncclGroupStart"
 got=$(nm -D --defined-only "$SHIM" | awk '$2 ~ /^[TWi]$/ {print $3}' | grep -v '^_' | sort | tr '\n' ' ')
 exp=$(echo $want | tr ' ' '\n' | sort | tr '\n' ' ')

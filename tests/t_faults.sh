@@ -56,6 +56,16 @@ f dcd devcomm-destroy --timeout 20
 f sim simulate --timeout 20
 [ $rc = 0 ] && [ "$(nres ok)" = 2 ] && pass group-simulate-end-ends-group || fail group-simulate-end-ends-group "$(why sim)"
 
+# --- a suspended communicator (ncclCommSuspend, 2.29.7+) cannot be used: no agreement round on it; its
+# registration goes to NCCL as without ncclguard, and after ncclCommResume everything works again
+bare susp-bare suspend --timeout 20
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok.*while_suspended=ncclSuccess')" = 2 ] && pass suspend-without \
+  || fail suspend-without "rc=$rc $out"
+f susp suspend --timeout 20
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok.*while_suspended=ncclSuccess win2=set resume=ncclSuccess after=ncclSuccess win3=set')" = 2 ] \
+  && [ "$(logs susp | grep -c 'reason=comm_suspended')" = 2 ] && [ "$(logs susp | grep -c 'fn=ncclCommResume.*result=ncclSuccess')" = 2 ] \
+  && pass suspended-comm-gets-no-round || fail suspended-comm-gets-no-round "$(why susp)"
+
 # --- a CUDA library that cannot be loaded: a WARN naming what happens, and the ranks still agree ---------------
 NG=$PROGS/ngtest
 out=$(NCCLGUARD_CUDA_LIB=/nonexistent/libcuda.so.1 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/cl.%p.log" \

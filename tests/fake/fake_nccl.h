@@ -109,6 +109,7 @@ struct ncclComm {
   int damaged;          /* a failed registration left it unusable: ncclInternalError */
   ncclResult_t async;   /* what ncclCommGetAsyncError reports */
   volatile int aborted, revoked;
+  volatile int suspended; /* ncclCommSuspend(NCCL_SUSPEND_MEM): its memory is released until ncclCommResume */
   volatile int revoke_epoch; /* bumped by ncclCommRevoke: host waits begun before it end (abort flag) */
   int sym;              /* symmetric support (fn_symmetric), -1 until computed */
   int inflight;         /* collectives enqueued and not finished */

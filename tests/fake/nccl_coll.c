@@ -4,6 +4,7 @@
  * never arrives leaves the stream busy forever (FACTS 3 hang); cuStreamQuery says not ready. */
 #define _GNU_SOURCE
 #include "fake_nccl.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -235,6 +236,14 @@ static ncclResult_t submit_coll(int kind, const void *send, void *recv, size_t c
                                 int root, ncclComm_t comm, cudaStream_t stream)
 {
   ncclResult_t r = fn_check_comm(comm, 0);
+  if (r == ncclSuccess && comm->suspended) {
+    /* NCCL 2.29.7 (src/mem_manager.cc) releases the communicator's scratch buffers and peer mappings
+     * on suspend, and no collective path checks for it ("cannot be used while suspended", nccl.h):
+     * the kernel would touch released memory. The fake stops the process, the way a GPU fault would. */
+    fprintf(stderr, "fake NCCL: collective on a suspended communicator %p: its memory is released (illegal address)\n",
+            (void *)comm);
+    abort();
+  }
   if (r == ncclSuccess && !dt_size(dt)) { fn_set_error("datatype %d not supported by the fake", (int)dt); r = ncclInvalidArgument; }
   if (r == ncclSuccess && (kind == K_ALLREDUCE || kind == K_REDUCE || kind == K_REDUCESCATTER) &&
       (op < ncclSum || op > ncclAvg)) { fn_set_error("invalid reduction op %d", (int)op); r = ncclInvalidArgument; }

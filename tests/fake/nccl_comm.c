@@ -467,6 +467,33 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags)
   return LEAVE("ncclCommRevoke", r, "comm=%p flags=%d", (void *)comm, revokeFlags);
 }
 FN_ALIAS(ncclCommRevoke);
+
+/* ncclCommSuspend / ncclCommResume (NCCL 2.29.7, src/mem_manager.cc): NCCL_SUSPEND_MEM (1) releases
+ * the communicator's dynamic memory; a second suspend ("Already suspended") and a resume that is not
+ * preceded by one ("Not in suspended state") are ncclInvalidUsage. Not in nccl.h before 2.29.7. */
+ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t pncclCommResume(ncclComm_t comm);
+ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags)
+{
+  ENTER();
+  ncclResult_t r = fn_check_comm(comm, 0);
+  if (r == ncclSuccess && (flags & 1)) {
+    if (comm->suspended) { fn_set_error("MemManager: Already suspended"); r = ncclInvalidUsage; }
+    else comm->suspended = 1;
+  }
+  return LEAVE("ncclCommSuspend", r, "comm=%p flags=%d", (void *)comm, flags);
+}
+FN_ALIAS(ncclCommSuspend);
+
+ncclResult_t pncclCommResume(ncclComm_t comm)
+{
+  ENTER();
+  ncclResult_t r = fn_check_comm(comm, 0);
+  if (r == ncclSuccess && !comm->suspended) { fn_set_error("MemManager: Not in suspended state"); r = ncclInvalidUsage; }
+  if (r == ncclSuccess) comm->suspended = 0;
+  return LEAVE("ncclCommResume", r, "comm=%p", (void *)comm);
+}
+FN_ALIAS(ncclCommResume);
 #endif
 
 /* ---- queries ---- */

@@ -11,6 +11,9 @@
  *                                       then one outside any group
  *   faults devcomm-destroy              window, ncclDevCommCreate, ncclDevCommDestroy, then a cudaMalloc
  *                                       window (degraded with ncclguard: allowed again)
+ *   faults suspend                      window, ncclCommSuspend(NCCL_SUSPEND_MEM), a window while suspended,
+ *                                       ncclCommResume, a window and an all-reduce (skipped when the
+ *                                       loaded NCCL lacks suspend: before 2.29.7)
  *   faults cycles --cycles C [--seed S] [--faults MASK]
  *                                       C registration cycles, each with a random fault (bit 0 a late
  *                                       peer, 1 an abort of every rank, 2 a cudaMalloc buffer on one
@@ -188,6 +191,42 @@ static int run_rank(int rank) {
            w2 ? "set" : "null");
     if (w1) ncclCommWindowDeregister(c, w1);
     if (w2) ncclCommWindowDeregister(c, w2);
+    ncclCommDestroy(c);
+    ncclMemFree(b);
+  } else if (!strcmp(mode, "suspend")) {
+    typedef ncclResult_t (*suspend_fn)(ncclComm_t, int);
+    typedef ncclResult_t (*resume_fn)(ncclComm_t);
+    suspend_fn suspend = (suspend_fn)dlsym(RTLD_DEFAULT, "ncclCommSuspend");
+    resume_fn resume = (resume_fn)dlsym(RTLD_DEFAULT, "ncclCommResume");
+    if (!suspend || !resume) {
+      ng_say("rank %d/%d: RESULT ok rank=%d suspend=absent", rank, nranks, rank);
+      return 0;
+    }
+    ncclComm_t c = init_comm(rank, 1);
+    if (!c) return 1;
+    char* b = NULL;
+    ncclMemAlloc((void**)&b, 6 << 20);
+    ncclWindow_t w1 = NULL, w2 = NULL, w3 = NULL;
+    ncclResult_t r1 = ncclCommWindowRegister(c, b, 2 << 20, &w1, NCCL_WIN_COLL_SYMMETRIC);
+    ncclResult_t s = suspend(c, 1 /* NCCL_SUSPEND_MEM */);
+    ncclResult_t r2 = ncclCommWindowRegister(c, b + (2 << 20), 2 << 20, &w2, NCCL_WIN_COLL_SYMMETRIC);
+    ncclResult_t u = resume(c);
+    ncclResult_t r3 = ncclCommWindowRegister(c, b + (4 << 20), 2 << 20, &w3, NCCL_WIN_COLL_SYMMETRIC);
+    cudaStream_t st;
+    cudaStreamCreate(&st);
+    ncclResult_t ar = ncclAllReduce(b, b, 1024, ncclFloat, ncclSum, c, st);
+    cudaError_t ce = cudaStreamSynchronize(st);
+    /* suspend, resume and the registrations after resume succeed; the one made while suspended gets
+     * NCCL's own answer (printed) */
+    bad = r1 != ncclSuccess || s != ncclSuccess || u != ncclSuccess || r3 != ncclSuccess || !w3 || ar != ncclSuccess ||
+          ce != cudaSuccess;
+    ng_say("rank %d/%d: RESULT %s rank=%d first=%s suspend=%s while_suspended=%s win2=%s resume=%s after=%s win3=%s "
+           "allreduce=%s", rank, nranks, bad ? "fail" : "ok", rank, ng_rc_name(r1), ng_rc_name(s), ng_rc_name(r2),
+           w2 ? "set" : "null", ng_rc_name(u), ng_rc_name(r3), w3 ? "set" : "null", ng_rc_name(ar));
+    if (w1) ncclCommWindowDeregister(c, w1);
+    if (w2) ncclCommWindowDeregister(c, w2);
+    if (w3) ncclCommWindowDeregister(c, w3);
+    cudaStreamDestroy(st);
     ncclCommDestroy(c);
     ncclMemFree(b);
   } else if (!strcmp(mode, "devcomm-destroy")) {
