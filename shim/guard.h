@@ -300,6 +300,7 @@ enum {
   NG_VOTE_END
 };
 _Static_assert(NG_VOTE_END <= NG_NVOTE, "vote layout");
+_Static_assert(NG_NREASONS <= 32, "a vote's facts are a 32-bit mask of reasons");
 
 /* ---- policy (policy.c) ---------------------------------------------------------------------- */
 struct ng_regreq {
