@@ -73,8 +73,9 @@ include tests/real/real.mk
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # Debian packages the build and the tests need (uthash-dev is the one build dependency beyond
-# the compiler and NCCL's header; valgrind, clang and python3 serve the tests).
-DEPS_PKGS = build-essential uthash-dev valgrind clang python3
+# the compiler and NCCL's header; valgrind, clang and python3 serve the tests; python3-venv,
+# python3-pip and patchelf (auditwheel) the Python package's test, tests/t_package.sh).
+DEPS_PKGS = build-essential uthash-dev valgrind clang python3 python3-venv python3-pip patchelf
 deps:
 	@missing=""; for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -100,5 +101,10 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/share/ncclguard/python
 	cp -R tools/python/. $(DESTDIR)$(PREFIX)/share/ncclguard/python/
 
+# The Python package's sdist and manylinux wheel, into dist/ (python/build-dist; needs PyPI).
+.PHONY: dist
+dist:
+	python/build-dist dist
+
 clean:
-	rm -rf build build-asan build-ubsan build-tsan
+	rm -rf build build-asan build-ubsan build-tsan build-py dist ncclguard.egg-info

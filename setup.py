@@ -118,7 +118,7 @@ class BuildPy(build_py):
                                os.path.join(hook_dst, "ncclguard_hook", f))
         with open(os.path.join(pkg, "_version.py"), "w") as f:
             f.write("# written by setup.py from VERSION\n__version__ = %r\n__revision__ = %r\n"
-                    % (self.distribution.get_version(), revision()))
+                    % (self.distribution.get_version().strip(), revision()))
         with open(os.path.join(self.build_lib, "ncclguard.pth"), "w") as f:
             f.write(PTH)
 
