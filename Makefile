@@ -70,6 +70,7 @@ include tools/tools.mk
 include tools/report.mk
 include tests/fuzz/fuzz.mk
 include tests/real/real.mk
+include tests/unit/unit.mk
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # Debian packages the build and the tests need (uthash-dev is the one build dependency beyond
