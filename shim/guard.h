@@ -325,8 +325,12 @@ struct ng_regreq {
   double agree_us;  /* time in the agreement rounds of its batch (warm-up, vote, go, outcome) */
   double nccl_us;   /* time in NCCL's registration of its batch */
 };
-enum ng_decision { NG_D_PASS, NG_D_INTERNAL, NG_D_REGISTER, NG_D_RETRY, NG_D_DEGRADE, NG_D_ERROR,
-                   NG_D_NOOP, NG_D_DEFERRED };
+enum ng_decision {
+#define NG_DECISION(id, name, meaning) NG_D_##id,
+#include "decisions.def"
+#undef NG_DECISION
+  NG_NDECISIONS
+};
 const char* ng_decision_name(int d);
 /* Handle n window registrations (n == 1 outside a group; the queue of a group at its end). */
 ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n);
@@ -337,8 +341,13 @@ int ng_check_reg_args(struct ng_regreq* r);
 void ng_log_reg(const struct ng_regreq* r, int level, const char* msg);
 
 /* Log one lifecycle call (comm may be NULL). */
-void ng_log_call(int level, const char* fn, ncclComm_t comm, ncclResult_t res, double t0,
-                 const char* decision, const char* reason, const char* msg);
+void ng_log_call(int level, const char* fn, ncclComm_t comm, ncclResult_t res, double t0, int decision, int reason,
+                 const char* msg);
+/* A call ncclguard passed to NCCL: logged with NCCL's result (decision pass, reason ok or nccl_error,
+ * then NCCL's last error text when `why`), counted as an error when NCCL failed. */
+void ng_log_passed(const char* fn, ncclComm_t comm, ncclResult_t res, double t0, int why);
+/* A call on a communicator that is already destroyed or aborted: refused (NCCL would use freed memory). */
+ncclResult_t ng_refuse_gone(const char* fn, ncclComm_t comm, double t0);
 
 /* Every wrapper starts here: 1 when the call must go straight to NCCL (NCCLGUARD_DISABLE, or
  * NCCL calling its own public symbol from inside a call we made), else counts the call. */

@@ -26,7 +26,11 @@
 #include "guard.h"
 
 const char* ng_decision_name(int d) {
-  static const char* n[] = {"pass", "internal", "register", "retry", "degrade", "error", "noop", "deferred"};
+  static const char* n[] = {
+#define NG_DECISION(id, name, meaning) name,
+#include "decisions.def"
+#undef NG_DECISION
+  };
   return (unsigned)d < sizeof n / sizeof n[0] ? n[d] : "unknown";
 }
 

@@ -7,8 +7,8 @@
 
 #include "guard.h"
 
-void ng_log_call(int level, const char* fn, ncclComm_t comm, ncclResult_t res, double t0, const char* decision,
-                 const char* reason, const char* msg) {
+void ng_log_call(int level, const char* fn, ncclComm_t comm, ncclResult_t res, double t0, int decision, int reason,
+                 const char* msg) {
   if (!ng_log_on(level)) return;
   ng_log_source();
   struct ng_commview cv;
@@ -24,9 +24,24 @@ void ng_log_call(int level, const char* fn, ncclComm_t comm, ncclResult_t res, d
   }
   ng_kv_str(&l, "result", ng_result_name(res));
   ng_kv_dbl(&l, "us", ng_now_us() - t0);
-  ng_kv_str(&l, "decision", decision);
-  ng_kv_str(&l, "reason", reason);
+  ng_kv_str(&l, "decision", ng_decision_name(decision));
+  ng_kv_str(&l, "reason", ng_reason_name(reason));
   ng_line_end(&l, "%s", msg ? msg : "");
+}
+
+void ng_log_passed(const char* fn, ncclComm_t comm, ncclResult_t res, double t0, int why) {
+  int ok = res == ncclSuccess || res == ncclInProgress;
+  if (!ok) ng_stat_add(NG_ST_ERRORS, 1);
+  ng_log_call(ok ? NG_LOG_INFO : NG_LOG_WARN, fn, comm, res, t0, NG_D_PASS, ok ? NG_R_OK : NG_R_NCCL_ERROR,
+              ok || !why ? NULL : ng_last_error(comm));
+}
+
+ncclResult_t ng_refuse_gone(const char* fn, ncclComm_t comm, double t0) {
+  ng_stat_add(NG_ST_ERRORS, 1);
+  char msg[200];
+  snprintf(msg, sizeof msg, "%s; NCCL would use freed memory", ng_reason_advice(NG_R_COMM_DESTROYED));
+  ng_log_call(NG_LOG_WARN, fn, comm, ncclInvalidArgument, t0, NG_D_ERROR, NG_R_COMM_DESTROYED, msg);
+  return ncclInvalidArgument;
 }
 
 /* Record a new communicator after a creation call returned `res`. */
@@ -74,7 +89,7 @@ static int cfg_blocking(const ncclConfig_t* config) {
 static void failed(const char* fn, ncclComm_t comm, ncclResult_t res, double t0) {
   if (res == ncclSuccess || res == ncclInProgress) return;
   ng_stat_add(NG_ST_ERRORS, 1);
-  ng_log_call(NG_LOG_WARN, fn, comm, res, t0, "pass", "nccl_error", ng_last_error(NULL));
+  ng_log_call(NG_LOG_WARN, fn, comm, res, t0, NG_D_PASS, NG_R_NCCL_ERROR, ng_last_error(NULL));
 }
 
 static uint64_t id_cid(const ncclUniqueId* ids, int n) {
@@ -163,9 +178,8 @@ NG_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
   ng_reg_comm_get(comm, &pv);
   if (!comm || ng_comm_gone(&pv)) {
     ng_stat_add(NG_ST_ERRORS, 1);
-    ng_log_call(NG_LOG_WARN, "ncclCommSplit", comm, ncclInvalidArgument, t0, "error",
-                comm ? "comm_destroyed" : "null_comm", comm ? ng_reason_advice(NG_R_COMM_DESTROYED)
-                                                            : ng_reason_advice(NG_R_NULL_COMM));
+    ng_log_call(NG_LOG_WARN, "ncclCommSplit", comm, ncclInvalidArgument, t0, NG_D_ERROR,
+                comm ? NG_R_COMM_DESTROYED : NG_R_NULL_COMM, ng_reason_advice(comm ? NG_R_COMM_DESTROYED : NG_R_NULL_COMM));
     return ncclInvalidArgument;
   }
   uint64_t cid = child_cid(comm, NG_NEXT_SPLIT, color);
@@ -189,8 +203,8 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommShrink)(ncclComm_t comm, int* excludeRank
   ng_reg_comm_get(comm, &pv);
   if (!comm || ng_comm_gone(&pv)) {
     ng_stat_add(NG_ST_ERRORS, 1);
-    ng_log_call(NG_LOG_WARN, "ncclCommShrink", comm, ncclInvalidArgument, t0, "error",
-                comm ? "comm_destroyed" : "null_comm", "ncclCommShrink needs a live communicator");
+    ng_log_call(NG_LOG_WARN, "ncclCommShrink", comm, ncclInvalidArgument, t0, NG_D_ERROR,
+                comm ? NG_R_COMM_DESTROYED : NG_R_NULL_COMM, "ncclCommShrink needs a live communicator");
     return ncclInvalidArgument;
   }
   uint64_t cid = child_cid(comm, NG_NEXT_SHRINK, 0);
@@ -215,7 +229,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommGrow)(ncclComm_t comm, int nRanks, const 
   if (comm && ng_comm_gone(&pv)) {
     /* comm == NULL is valid here: it is how a new rank joins. */
     ng_stat_add(NG_ST_ERRORS, 1);
-    ng_log_call(NG_LOG_WARN, "ncclCommGrow", comm, ncclInvalidArgument, t0, "error", "comm_destroyed",
+    ng_log_call(NG_LOG_WARN, "ncclCommGrow", comm, ncclInvalidArgument, t0, NG_D_ERROR, NG_R_COMM_DESTROYED,
                 ng_reason_advice(NG_R_COMM_DESTROYED));
     return ncclInvalidArgument;
   }
@@ -232,12 +246,7 @@ static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t c
   double t0 = ng_now_us();
   struct ng_commview cv;
   ng_reg_comm_get(comm, &cv);
-  if (comm && ng_comm_gone(&cv)) {
-    ng_stat_add(NG_ST_ERRORS, 1);
-    ng_log_call(NG_LOG_WARN, fn, comm, ncclInvalidArgument, t0, "error", "comm_destroyed",
-                "the communicator was already destroyed or aborted; NCCL would use freed memory");
-    return ncclInvalidArgument;
-  }
+  if (comm && ng_comm_gone(&cv)) return ng_refuse_gone(fn, comm, t0);
   ncclResult_t res;
   /* From here ncclguard makes no call of its own on this communicator (another thread may be in an
    * agreement round on it: it stops at its next step). */
@@ -258,9 +267,7 @@ static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t c
     if (gone && res == ncclSuccess) ng_reg_comm_tombstone(comm, new_state);
     else if (!gone) ng_reg_comm_set_state(comm, new_state);
   }
-  if (res != ncclSuccess && res != ncclInProgress) ng_stat_add(NG_ST_ERRORS, 1);
-  ng_log_call(res == ncclSuccess || res == ncclInProgress ? NG_LOG_INFO : NG_LOG_WARN, fn, comm, res, t0, "pass",
-              res == ncclSuccess || res == ncclInProgress ? "ok" : "nccl_error", NULL);
+  ng_log_passed(fn, comm, res, t0, 0);
   return res;
 }
 
@@ -309,12 +316,7 @@ static ncclResult_t suspend_resume(const char* fn, ncclComm_t comm, int flags, i
   double t0 = ng_now_us();
   struct ng_commview cv;
   ng_reg_comm_get(comm, &cv);
-  if (comm && ng_comm_gone(&cv)) {
-    ng_stat_add(NG_ST_ERRORS, 1);
-    ng_log_call(NG_LOG_WARN, fn, comm, ncclInvalidArgument, t0, "error", "comm_destroyed",
-                "the communicator was already destroyed or aborted; NCCL would use freed memory");
-    return ncclInvalidArgument;
-  }
+  if (comm && ng_comm_gone(&cv)) return ng_refuse_gone(fn, comm, t0);
   ncclResult_t res;
   if (suspend) {
     if (comm) ng_reg_comm_set_suspended(comm, 1); /* first: no round may start on it from now */
@@ -324,9 +326,7 @@ static ncclResult_t suspend_resume(const char* fn, ncclComm_t comm, int flags, i
     NG_CALL(res, ncclCommResume, comm);
     if (comm && (res == ncclSuccess || res == ncclInProgress)) ng_reg_comm_set_suspended(comm, 0);
   }
-  if (res != ncclSuccess && res != ncclInProgress) ng_stat_add(NG_ST_ERRORS, 1);
-  ng_log_call(res == ncclSuccess || res == ncclInProgress ? NG_LOG_INFO : NG_LOG_WARN, fn, comm, res, t0, "pass",
-              res == ncclSuccess || res == ncclInProgress ? "ok" : "nccl_error", NULL);
+  ng_log_passed(fn, comm, res, t0, 0);
   return res;
 }
 

@@ -37,7 +37,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowRegister)(ncclComm_t comm, void* bu
   if (ng_bypass()) {
     double t0 = ng_now_us();
     NG_CALL(res, ncclCommWindowRegister, comm, buff, size, win, winFlags);
-    if (!ng_cfg.disable) ng_log_call(NG_LOG_TRACE, "ncclCommWindowRegister", comm, res, t0, "internal", "ok", NULL);
+    if (!ng_cfg.disable) ng_log_call(NG_LOG_TRACE, "ncclCommWindowRegister", comm, res, t0, NG_D_INTERNAL, NG_R_OK, NULL);
     return res;
   }
   struct ng_regreq r = {.comm = comm, .buff = buff, .size = size, .win = win, .flags = winFlags,
@@ -51,8 +51,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowRegister)(ncclComm_t comm, void* bu
     NG_CALL(res, ncclCommWindowRegister, comm, buff, size, win, winFlags);
     if (res != ncclSuccess && res != ncclInProgress) ng_stat_add(NG_ST_ERRORS, 1);
     ng_log_call(res == ncclSuccess || res == ncclInProgress ? NG_LOG_INFO : NG_LOG_WARN, "ncclCommWindowRegister", comm,
-                res, r.t0, "pass", "comm_suspended",
-                "the communicator is suspended (ncclCommSuspend): registration passed to NCCL unchecked, no agreement");
+                res, r.t0, NG_D_PASS, NG_R_COMM_SUSPENDED, ng_reason_advice(NG_R_COMM_SUSPENDED));
     return res;
   }
   if (ng_tls.group_depth > 0) {
@@ -73,7 +72,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowRegister)(ncclComm_t comm, void* bu
 static int dereg_answered(const char* fn, ncclComm_t comm, double t0, struct ng_commview* cv, ncclResult_t* res) {
   if (!comm) {
     ng_stat_add(NG_ST_ERRORS, 1);
-    ng_log_call(NG_LOG_WARN, fn, comm, ncclInvalidArgument, t0, "error", "null_comm",
+    ng_log_call(NG_LOG_WARN, fn, comm, ncclInvalidArgument, t0, NG_D_ERROR, NG_R_NULL_COMM,
                 "deregistration with a NULL communicator");
     *res = ncclInvalidArgument;
     return 1;
@@ -81,7 +80,7 @@ static int dereg_answered(const char* fn, ncclComm_t comm, double t0, struct ng_
   ng_reg_comm_get(comm, cv);
   if (ng_comm_gone(cv)) {
     ng_stat_add(NG_ST_NOOPS, 1);
-    ng_log_call(NG_LOG_INFO, fn, comm, ncclSuccess, t0, "noop", "comm_destroyed",
+    ng_log_call(NG_LOG_INFO, fn, comm, ncclSuccess, t0, NG_D_NOOP, NG_R_COMM_DESTROYED,
                 "deregistration after the communicator was destroyed: NCCL already released it; nothing to do");
     *res = ncclSuccess;
     return 1;
@@ -101,7 +100,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowDeregister)(ncclComm_t comm, ncclWi
       void* b;
       size_t s;
       ng_reg_win_del(win, &seq, &b, &s);
-      ng_log_call(NG_LOG_TRACE, "ncclCommWindowDeregister", comm, res, t0, "internal", "ok", NULL);
+      ng_log_call(NG_LOG_TRACE, "ncclCommWindowDeregister", comm, res, t0, NG_D_INTERNAL, NG_R_OK, NULL);
     }
     return res;
   }
@@ -112,7 +111,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowDeregister)(ncclComm_t comm, ncclWi
      * fewer on this communicator (device communicators are refused only while there are some). */
     ng_reg_comm_mark(comm, 0, 0, -1);
     ng_stat_add(NG_ST_NOOPS, 1);
-    ng_log_call(NG_LOG_INFO, "ncclCommWindowDeregister", comm, ncclSuccess, t0, "noop", "null_window",
+    ng_log_call(NG_LOG_INFO, "ncclCommWindowDeregister", comm, ncclSuccess, t0, NG_D_NOOP, NG_R_NULL_WINDOW,
                 "NULL window (degraded or never registered): nothing to deregister");
     return ncclSuccess;
   }
@@ -150,21 +149,19 @@ NG_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t s
   }
   struct ng_commview cv;
   ng_reg_comm_get(comm, &cv);
-  const char* reason = NULL;
-  if (!comm) reason = "null_comm";
-  else if (ng_comm_gone(&cv)) reason = "comm_destroyed";
-  else if (!handle) reason = "null_win";
+  int reason = NG_R_OK;
+  if (!comm) reason = NG_R_NULL_COMM;
+  else if (ng_comm_gone(&cv)) reason = NG_R_COMM_DESTROYED;
+  else if (!handle) reason = NG_R_NULL_WIN;
   if (reason) {
     ng_stat_add(NG_ST_ERRORS, 1);
-    ng_log_call(NG_LOG_WARN, "ncclCommRegister", comm, ncclInvalidArgument, t0, "error", reason,
+    ng_log_call(NG_LOG_WARN, "ncclCommRegister", comm, ncclInvalidArgument, t0, NG_D_ERROR, reason,
                 !comm ? ng_reason_advice(NG_R_NULL_COMM) : "invalid communicator or handle pointer");
     return ncclInvalidArgument;
   }
   NG_CALL(res, ncclCommRegister, comm, buff, size, handle);
   if (res == ncclSuccess && *handle) ng_reg_buf_add(*handle, comm, buff, size);
-  if (res != ncclSuccess) ng_stat_add(NG_ST_ERRORS, 1);
-  ng_log_call(res == ncclSuccess ? NG_LOG_INFO : NG_LOG_WARN, "ncclCommRegister", comm, res, t0, "pass",
-              res == ncclSuccess ? "ok" : "nccl_error", res == ncclSuccess ? NULL : ng_last_error(comm));
+  ng_log_passed("ncclCommRegister", comm, res, t0, 1);
   return res;
 }
 
@@ -180,9 +177,7 @@ NG_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   if (dereg_answered("ncclCommDeregister", comm, t0, &cv, &res)) return res;
   NG_CALL(res, ncclCommDeregister, comm, handle);
   if (res == ncclSuccess) ng_reg_buf_del(handle);
-  else ng_stat_add(NG_ST_ERRORS, 1);
-  ng_log_call(res == ncclSuccess ? NG_LOG_INFO : NG_LOG_WARN, "ncclCommDeregister", comm, res, t0, "pass",
-              res == ncclSuccess ? "ok" : "nccl_error", res == ncclSuccess ? NULL : ng_last_error(comm));
+  ng_log_passed("ncclCommDeregister", comm, res, t0, 1);
   return res;
 }
 
@@ -198,7 +193,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclDevCommCreate)(ncclComm_t comm, struct ncclDe
   struct ng_commview cv;
   if (!comm) {
     ng_stat_add(NG_ST_ERRORS, 1);
-    ng_log_call(NG_LOG_WARN, "ncclDevCommCreate", comm, ncclInvalidArgument, t0, "error", "null_comm",
+    ng_log_call(NG_LOG_WARN, "ncclDevCommCreate", comm, ncclInvalidArgument, t0, NG_D_ERROR, NG_R_NULL_COMM,
                 ng_reason_advice(NG_R_NULL_COMM));
     return ncclInvalidArgument;
   }
@@ -209,14 +204,12 @@ NG_OPT_API ncclResult_t NG_OPT(ncclDevCommCreate)(ncclComm_t comm, struct ncclDe
     char msg[600];
     snprintf(msg, sizeof msg, "%d window(s) of this communicator are NULL (degraded, or NCCL gave no symmetric "
              "window): %s", cv.ndegraded, ng_reason_advice(NG_R_DEGRADED_WINDOWS));
-    ng_log_call(NG_LOG_WARN, "ncclDevCommCreate", comm, ncclInvalidUsage, t0, "error", "degraded_windows", msg);
+    ng_log_call(NG_LOG_WARN, "ncclDevCommCreate", comm, ncclInvalidUsage, t0, NG_D_ERROR, NG_R_DEGRADED_WINDOWS, msg);
     return ncclInvalidUsage;
   }
   NG_CALL(res, ncclDevCommCreate, comm, reqs, outDevComm);
   if (res == ncclSuccess) ng_reg_comm_mark(comm, 0, +1, 0);
-  else ng_stat_add(NG_ST_ERRORS, 1);
-  ng_log_call(res == ncclSuccess ? NG_LOG_INFO : NG_LOG_WARN, "ncclDevCommCreate", comm, res, t0, "pass",
-              res == ncclSuccess ? "ok" : "nccl_error", res == ncclSuccess ? NULL : ng_last_error(comm));
+  ng_log_passed("ncclDevCommCreate", comm, res, t0, 1);
   return res;
 }
 
@@ -232,8 +225,6 @@ NG_OPT_API ncclResult_t NG_OPT(ncclDevCommDestroy)(ncclComm_t comm, struct ncclD
   if (dereg_answered("ncclDevCommDestroy", comm, t0, &cv, &res)) return res;
   NG_CALL(res, ncclDevCommDestroy, comm, devComm);
   if (res == ncclSuccess) ng_reg_comm_mark(comm, 0, -1, 0); /* windows may degrade again once none is left */
-  else ng_stat_add(NG_ST_ERRORS, 1);
-  ng_log_call(res == ncclSuccess ? NG_LOG_INFO : NG_LOG_WARN, "ncclDevCommDestroy", comm, res, t0, "pass",
-              res == ncclSuccess ? "ok" : "nccl_error", res == ncclSuccess ? NULL : ng_last_error(comm));
+  ng_log_passed("ncclDevCommDestroy", comm, res, t0, 1);
   return res;
 }

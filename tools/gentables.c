@@ -1,4 +1,5 @@
-/* gentables: writes what is generated from ncclguard's tables (shim/logschema.def, shim/reasons.def):
+/* gentables: writes what is generated from ncclguard's tables (shim/logschema.def, shim/reasons.def,
+ * shim/decisions.def):
  *   gentables --python   tools/python/ncclguard_hook/_schema.py (the Python hook's key list and types)
  *   gentables --doc      docs/LOG.md (the log format, every key, every reason)
  * `make tables` rewrites both; tests/t_tools_report.sh fails when a committed copy is stale. */
@@ -25,6 +26,15 @@ static const struct {
 #undef NG_HOOK_REASON
 };
 #define NREASONS (sizeof reasons / sizeof *reasons)
+
+static const struct {
+  const char *name, *meaning;
+} decisions[] = {
+#define NG_DECISION(id, name, meaning) {name, meaning},
+#include "../shim/decisions.def"
+#undef NG_DECISION
+};
+#define NDECISIONS (sizeof decisions / sizeof *decisions)
 
 static void py_str(const char *s) {
   putchar('"');
@@ -97,6 +107,13 @@ static void doc(void) {
     const char *n = keys[i].name;
     printf("| `%s%s` | %s | %s | ", n, n[strlen(n) - 1] == '_' ? "*" : "", keys[i].type, keys[i].writer);
     md(keys[i].doc);
+    printf(" |\n");
+  }
+  printf("\n## Decisions\n\n`decision=` says what ncclguard did with the call (shim/decisions.def).\n\n"
+         "| decision | meaning |\n| --- | --- |\n");
+  for (size_t i = 0; i < NDECISIONS; i++) {
+    printf("| `%s` | ", decisions[i].name);
+    md(decisions[i].meaning);
     printf(" |\n");
   }
   printf("\n## Reasons\n\n"

@@ -510,12 +510,30 @@ static int is_window_fn(slice fn) {
   return memmem(fn.p, (size_t)fn.n, "WindowRegister", 14) && !memmem(fn.p, (size_t)fn.n, "Deregister", 10);
 }
 
+/* the library's decisions (shim/decisions.def), and the report's class of each */
+static const char *const lib_decision[] = {
+#define NG_DECISION(id, name, meaning) name,
+#include "../shim/decisions.def"
+#undef NG_DECISION
+};
+enum {
+#define NG_DECISION(id, name, meaning) LIB_D_##id,
+#include "../shim/decisions.def"
+#undef NG_DECISION
+  LIB_D_N
+};
 static int decision_of(slice d) {
-  if (seq_eq(d, "register")) return D_REGISTER;
-  if (seq_eq(d, "degrade")) return D_DEGRADE;
-  if (seq_eq(d, "error")) return D_ERROR;
-  if (seq_eq(d, "pass") || seq_eq(d, "noop")) return D_PASS;
-  return D_NONE; /* retry, deferred, internal, none */
+  for (int i = 0; i < LIB_D_N; i++) {
+    if (!seq_eq(d, lib_decision[i])) continue;
+    switch (i) {
+      case LIB_D_REGISTER: return D_REGISTER;
+      case LIB_D_DEGRADE: return D_DEGRADE;
+      case LIB_D_ERROR: return D_ERROR;
+      case LIB_D_PASS: case LIB_D_NOOP: return D_PASS;
+      default: return D_NONE; /* retry, deferred, internal */
+    }
+  }
+  return D_NONE;
 }
 
 /* ---- --trace: a Chrome/Perfetto trace, one track per rank, one slice per intercepted call ---- */
@@ -834,7 +852,7 @@ static void feed(const event *e, const char *file, int file_idx, long line) {
   if ((warnish && bad_result) || seq_eq(e->decision, "error")) {
     n_error_lines++;
     consider(&ferr, e, file, file_idx, line);
-  } else if (seq_eq(e->decision, "degrade")) {
+  } else if (seq_eq(e->decision, lib_decision[LIB_D_DEGRADE])) {
     consider(&fdegrade, e, file, file_idx, line);
   }
   if (seq_eq(e->decision, "internal")) return; /* NCCL's own call */
@@ -854,7 +872,7 @@ static void feed(const event *e, const char *file, int file_idx, long line) {
   rank_rec *rr = &w->r[r];
   if (!rr->seen) rr->us = -1;
   rr->seen = 1;
-  if (seq_eq(e->decision, "retry") || e->attempt > 1) rr->retried = 1;
+  if (seq_eq(e->decision, lib_decision[LIB_D_RETRY]) || e->attempt > 1) rr->retried = 1;
   int d = decision_of(e->decision);
   if (d != D_NONE) {
     rr->dec = (uint8_t)d;

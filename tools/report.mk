@@ -1,8 +1,8 @@
-# The tables (shim/logschema.def, shim/reasons.def) and what is generated from them. Included by the
+# The tables (shim/logschema.def, shim/reasons.def, shim/decisions.def) and what is generated from them. Included by the
 # top-level Makefile. `make tables` rewrites the generated files that are committed: the Python
 # hook's key list (tools/python/ncclguard_hook/_schema.py) and docs/LOG.md; tests/t_tools_report.sh
 # fails when they are stale.
-TABLES = shim/logschema.def shim/reasons.def
+TABLES = shim/logschema.def shim/reasons.def shim/decisions.def
 
 $(BUILD)/gentables: tools/gentables.c $(TABLES)
 	@mkdir -p $(dir $@)
