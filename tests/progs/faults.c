@@ -14,6 +14,12 @@
  *   faults suspend                      window, ncclCommSuspend(NCCL_SUSPEND_MEM), a window while suspended,
  *                                       ncclCommResume, a window and an all-reduce (skipped when the
  *                                       loaded NCCL lacks suspend: before 2.29.7)
+ *   faults grow [-n N]                  ranks 0..N-2 create a communicator, rank N-1 joins it through
+ *                                       ncclCommGrow (2.29.2+); every rank registers a window on the grown
+ *                                       communicator and all-reduces on it (skipped where NCCL lacks it)
+ *   faults shrink [-n N]                N ranks; ranks 0..N-2 ncclCommShrink away rank N-1, then a window
+ *                                       and an all-reduce on the shrunk communicator
+ *   faults scalable [-n N]              ncclCommInitRankScalable (one id), a window and an all-reduce
  *   faults cycles --cycles C [--seed S] [--faults MASK]
  *                                       C registration cycles, each with a random fault (bit 0 a late
  *                                       peer, 1 an abort of every rank, 2 a cudaMalloc buffer on one
@@ -81,6 +87,43 @@ static void* abort_main(void* a) {
 }
 
 typedef ncclResult_t (*devcomm_fn)(ncclComm_t, const void*, void*);
+
+/* A communicator made by `how` (its creation returned `made`): a window on it, an all-reduce of
+ * every rank's (rank + 1) that must sum to n(n+1)/2 over its `n` ranks, then teardown. Prints the
+ * RESULT line; 0 when all went right. */
+static int use_new_comm(int rank, const char* how, ncclResult_t made, ncclComm_t c) {
+  int crank = -1, n = 0;
+  if (made != ncclSuccess || !c) {
+    ng_say("rank %d/%d: RESULT fail rank=%d %s=%s", rank, nranks, rank, how, ng_rc_name(made));
+    return 1;
+  }
+  ncclCommUserRank(c, &crank);
+  ncclCommCount(c, &n);
+  const size_t count = 1024;
+  float* b = NULL;
+  ncclMemAlloc((void**)&b, 1 << 21);
+  float host[1024];
+  for (size_t i = 0; i < count; i++) host[i] = (float)(crank + 1);
+  cudaMemcpy(b, host, sizeof host, cudaMemcpyHostToDevice);
+  ncclWindow_t w = NULL;
+  ncclResult_t r = ncclCommWindowRegister(c, b, 1 << 21, &w, NCCL_WIN_COLL_SYMMETRIC);
+  cudaStream_t st;
+  cudaStreamCreate(&st);
+  ncclResult_t ar = ncclAllReduce(b, b, count, ncclFloat, ncclSum, c, st);
+  cudaError_t ce = cudaStreamSynchronize(st);
+  cudaMemcpy(host, b, sizeof host, cudaMemcpyDeviceToHost);
+  int sum_ok = 1;
+  for (size_t i = 0; i < count; i++) sum_ok &= host[i] == (float)(n * (n + 1) / 2);
+  int bad = r != ncclSuccess || !w || ar != ncclSuccess || ce != cudaSuccess || !sum_ok;
+  ng_say("rank %d/%d: RESULT %s rank=%d %s=%s comm_rank=%d comm_size=%d reg=%s win=%s allreduce=%s sum=%s", rank,
+         nranks, bad ? "fail" : "ok", rank, how, ng_rc_name(made), crank, n, ng_rc_name(r), w ? "set" : "null",
+         ng_rc_name(ar), sum_ok ? "ok" : "wrong");
+  if (w) ncclCommWindowDeregister(c, w);
+  cudaStreamDestroy(st);
+  ncclCommDestroy(c);
+  ncclMemFree(b);
+  return bad;
+}
 
 static int run_rank(int rank) {
   int ndev = 1;
@@ -255,6 +298,57 @@ static int run_rank(int rank) {
     else ncclCommDestroy(c);
     ncclMemFree(vm);
     cudaFree(cm);
+  } else if (!strcmp(mode, "grow")) {
+    /* NCCL 2.29.2+: existing ranks pass their communicator and rank -1, one of them the new id; new
+     * ranks pass NULL, the id and their rank (nccl.h before 2.29 lacks it: looked up) */
+    typedef ncclResult_t (*grow_fn)(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t*, ncclConfig_t*);
+    grow_fn grow = (grow_fn)dlsym(RTLD_DEFAULT, "ncclCommGrow");
+    if (!grow) {
+      ng_say("rank %d/%d: RESULT ok rank=%d grow=absent", rank, nranks, rank);
+      return 0;
+    }
+    int joining = rank == nranks - 1;
+    ncclComm_t parent = NULL, c = NULL;
+    share_id(rank, 1);
+    if (!joining && ncclCommInitRank(&parent, nranks - 1, sh->id[1], rank) != ncclSuccess) {
+      ng_say("rank %d/%d: RESULT fail rank=%d init of the parent", rank, nranks, rank);
+      return 1;
+    }
+    share_id(rank, 2); /* the id of the grown communicator: rank 0's */
+    ncclResult_t r = joining ? grow(NULL, nranks, &sh->id[0], rank, &c, NULL)
+                             : grow(parent, nranks, rank == 0 ? &sh->id[0] : NULL, -1, &c, NULL);
+    bad = use_new_comm(rank, "grow", r, c);
+    if (parent) ncclCommDestroy(parent);
+  } else if (!strcmp(mode, "shrink")) {
+    typedef ncclResult_t (*shrink_fn)(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int);
+    shrink_fn shrink = (shrink_fn)dlsym(RTLD_DEFAULT, "ncclCommShrink");
+    if (!shrink) {
+      ng_say("rank %d/%d: RESULT ok rank=%d shrink=absent", rank, nranks, rank);
+      return 0;
+    }
+    ncclComm_t parent = init_comm(rank, 1), c = NULL;
+    if (!parent) return 1;
+    if (rank == nranks - 1) { /* excluded: takes no part (NCCL_SHRINK_DEFAULT) */
+      ng_say("rank %d/%d: RESULT ok rank=%d excluded", rank, nranks, rank);
+      ncclCommDestroy(parent);
+      return 0;
+    }
+    int excluded = nranks - 1;
+    ncclResult_t r = shrink(parent, &excluded, 1, &c, NULL, 0 /* NCCL_SHRINK_DEFAULT */);
+    bad = use_new_comm(rank, "shrink", r, c);
+    ncclCommDestroy(parent);
+  } else if (!strcmp(mode, "scalable")) {
+    typedef ncclResult_t (*scalable_fn)(ncclComm_t*, int, int, int, ncclUniqueId*, ncclConfig_t*);
+    scalable_fn scalable = (scalable_fn)dlsym(RTLD_DEFAULT, "ncclCommInitRankScalable");
+    if (!scalable) {
+      ng_say("rank %d/%d: RESULT ok rank=%d scalable=absent", rank, nranks, rank);
+      return 0;
+    }
+    share_id(rank, 1);
+    ncclComm_t c = NULL;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    ncclResult_t r = scalable(&c, nranks, rank, 1, &sh->id[1], &cfg);
+    bad = use_new_comm(rank, "scalable", r, c);
   } else if (!strcmp(mode, "cycles")) {
     /* every rank draws the same fault sequence from the seed */
     unsigned s = seed;
@@ -308,7 +402,7 @@ static int run_rank(int rank) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: faults late|abort|many|degrade-devcomm|cycles [-n N] [--late SEC] [--abort-ms MS] "
+    fprintf(stderr, "usage: faults late|abort|many|degrade-devcomm|simulate|devcomm-destroy|suspend|grow|shrink|scalable|cycles [-n N] [--late SEC] [--abort-ms MS] "
                     "[--windows K] [--cycles C] [--seed S] [--faults MASK] [--max-growth-kb K] [--timeout SEC]\n");
     return 2;
   }
