@@ -176,11 +176,12 @@ check_venv() {
     pass "demo-console-scripts-$k"
   else fail "demo-console-scripts-$k" "$(tail -12 "$T/demo-$k.out")"; fi
 
-  # the other two console scripts find the packaged files
-  vrun "$v" doc -- ncclguard-doctor --json
-  vrun "$v" rep -- ncclguard-report -q "$NG_ROOT/tests/data/logs"
-  if has "$T/doc.std" "\"check\": *\"ncclguard.lib\"" && grep '"ncclguard.lib"' "$T/doc.std" | grep -q "$site/ncclguard" \
-     && has "$T/rep.std" '^ncclguard-report: [0-9]+ files' && [ "$(rc_of rep)" = 1 ]; then
+  # the other two console scripts find the packaged files; a console script does not turn
+  # ncclguard on in its own process (NCCLGUARD=1: no preload for the doctor, no configuration dump)
+  vrun "$v" doc NCCLGUARD=1 -- ncclguard-doctor --json
+  vrun "$v" rep NCCLGUARD=1 NCCLGUARD_DUMP_CONFIG=1 -- ncclguard-report -q "$NG_ROOT/tests/data/logs"
+  if has "$T/doc.std" "\"check\": *\"ncclguard.lib\"" && grep '"ncclguard.lib"' "$T/doc.std" | grep -q "$site/ncclguard/lib/libncclguard.so (not preloaded here" \
+     && has "$T/rep.std" '^ncclguard-report: [0-9]+ files' && [ "$(rc_of rep)" = 1 ] && ! has "$T/rep.out" 'effective configuration'; then
     pass "doctor-report-console-scripts-$k"
   else fail "doctor-report-console-scripts-$k" "$(grep ncclguard.lib "$T/doc.std"; head -3 "$T/rep.out")"; fi
 
@@ -203,6 +204,11 @@ check_venv() {
     fi
   done
   [ $ok = 1 ] && pass "pth-inactive-$k"
+  vrun "$v" bad NCCLGUARD=maybe -- python "$T/consumer.py" "$PROGS/libconsumer.so"
+  if [ "$(rc_of bad)" = 0 ] && has "$T/bad.std" '^GUARD_MAPPED False$' && [ "$(wc -l <"$T/bad.err")" = 1 ] \
+     && has "$T/bad.err" 'NCCLGUARD WARN fn=python.activate msg="NCCLGUARD=maybe is not valid'; then
+    pass "pth-bad-value-warns-$k"
+  else fail "pth-bad-value-warns-$k" "$(cat "$T/bad.err")"; fi
 
   # import ncclguard as the first line of the script
   vrun "$v" first NCCLGUARD_LOG=info -- python "$T/first_line.py" "$PROGS/libconsumer.so"
@@ -235,7 +241,8 @@ check_venv() {
   vrun "$v" pinfo -- python -m ncclguard
   if [ "$(cat "$T/penv.std")" = "LD_PRELOAD=$lib
 PYTHONPATH=$site/ncclguard/bin/python" ] && has "$T/hook.std" "^True $site/ncclguard/bin/python/sitecustomize.py$" \
-     && [ "$(cat "$T/pm.std")" = "$lib" ] && has "$T/pinfo.std" "^ncclguard $VERSION " && has "$T/pinfo.std" "^library: +$lib$"; then
+     && [ "$(cat "$T/pm.std")" = "$lib" ] && has "$T/pinfo.std" "^ncclguard $VERSION " && has "$T/pinfo.std" "^library: +$lib$" \
+     && has "$T/pinfo.std" '^here: +not turned on by python -m ncclguard$'; then
     pass "launcher-and-python-m-$k"
   else fail "launcher-and-python-m-$k" "$(cat "$T/penv.out" "$T/hook.out" "$T/pm.out" "$T/pinfo.out")"; fi
 
