@@ -2,7 +2,7 @@
  * symbol, so NCCL's own calls through its public `ncclX` never loop back), then `ncclX`, in:
  *   1. NCCLGUARD_NCCL_LIB, when set (loaded RTLD_LOCAL if not loaded yet);
  *   2. dlsym(RTLD_NEXT): the global scope after us (programs linked against libnccl);
- *   3. a libnccl already loaded RTLD_LOCAL (PyTorch, FACTS 2): dlopen("libnccl.so.2", RTLD_NOLOAD),
+ *   3. a libnccl already loaded RTLD_LOCAL (PyTorch, docs/PYTORCH.md §2): dlopen("libnccl.so.2", RTLD_NOLOAD),
  *      then every loaded object whose name starts with "libnccl" (dl_iterate_phdr).
  * A symbol that resolves into this library itself is refused. Nothing here ever exits. */
 #define _GNU_SOURCE

@@ -1,7 +1,7 @@
 /* The registry: communicators, windows and buffer registrations, in uthash tables behind one
  * mutex. Callers get copies (struct ng_commview); the lock is never held across a call into
  * NCCL or CUDA. Destroyed communicators stay as tombstones (bounded) so that PyTorch's
- * deregistration after ncclCommDestroy (FACTS 2) is recognised. */
+ * deregistration after ncclCommDestroy (docs/PYTORCH.md §3) is recognised. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +183,13 @@ void ng_reg_comm_set_suspended(ncclComm_t comm, int on) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);
   if (e) e->v.suspended = on;
+  pthread_mutex_unlock(&lock);
+}
+
+void ng_reg_comm_stuck(ncclComm_t comm, int delta) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  if (e) e->v.stuck = e->v.stuck + delta < 0 ? 0 : e->v.stuck + delta;
   pthread_mutex_unlock(&lock);
 }
 

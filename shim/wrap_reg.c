@@ -68,7 +68,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowRegister)(ncclComm_t comm, void* bu
 
 /* Deregistration (window or buffer) answered without NCCL: a NULL communicator is an error; on a
  * destroyed one NCCL already released everything (PyTorch deregisters its signal pad after
- * ncclCommDestroy, FACTS 2), so it is a successful no-op. 1 when answered, with *res set. */
+ * ncclCommDestroy, docs/PYTORCH.md §3), so it is a successful no-op. 1 when answered, with *res set. */
 static int dereg_answered(const char* fn, ncclComm_t comm, double t0, struct ng_commview* cv, ncclResult_t* res) {
   if (!comm) {
     ng_stat_add(NG_ST_ERRORS, 1);
@@ -199,7 +199,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclDevCommCreate)(ncclComm_t comm, struct ncclDe
   }
   ng_reg_comm_get(comm, &cv);
   if (cv.ndegraded > 0) {
-    /* Device code reads windows unchecked (FACTS 2): a NULL window there is an illegal address. */
+    /* Device code reads windows unchecked (docs/PYTORCH.md §3): a NULL window there is an illegal address. */
     ng_stat_add(NG_ST_ERRORS, 1);
     char msg[600];
     snprintf(msg, sizeof msg, "%d window(s) of this communicator are NULL (degraded, or NCCL gave no symmetric "

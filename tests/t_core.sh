@@ -33,7 +33,7 @@ echo "$out" | grep -q 'NCCLGUARD_RETRIES=lots is not valid' && echo "$out" | gre
   && echo "$out" | grep -q 'NCCLGUARD_RETRIES=3 ' && echo "$out" | grep -q 'NCCLGUARD_ON_FAILURE=degrade' \
   && pass bad-config-falls-back || fail bad-config-falls-back "$out"
 
-# --- a REAL libnccl, loaded RTLD_LOCAL (FACTS 2) ------------------------------------------------
+# --- a REAL libnccl, loaded RTLD_LOCAL (docs/PYTORCH.md §2) -------------------------------------
 REALNCCL=""
 for d in ${NCCL_REAL_LIB:-} /usr/local/cuda/lib /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
   [ -f "$d/libnccl.so.2" ] && { REALNCCL=$d; break; }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The demo (no GPU needed): two failures of NCCL window registration, as NCCL 2.28.9 shows them
-# (modelled by the fake NCCL of the tests, ../shared/FACTS.md), first without, then with ncclguard.
+# (modelled by the fake NCCL of the tests; docs/NCCL.md §7), first without, then with ncclguard.
 # Usage: tools/demo.sh [BUILD_DIR]      (make demo builds everything first)
 set -u
 B=$(cd "${1:-build}" && pwd)

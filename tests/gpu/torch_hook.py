@@ -1,5 +1,5 @@
 """GPU proof of the Python start-up hook (tools/python): symm_mem rendezvous with the NCCL
-backend on a group whose NCCL communicator does not exist yet (pytorch/pytorch#188567, FACTS 1).
+backend on a group whose NCCL communicator does not exist yet (pytorch/pytorch#188567, docs/PYTORCH.md §1).
 
 Run with one process per GPU, under the launcher (which puts tools/python on PYTHONPATH):
     tools/ncclguard-run -l info -- python3 -m torch.distributed.run --standalone \

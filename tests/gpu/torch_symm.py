@@ -1,4 +1,4 @@
-"""PyTorch symmetric memory on the NCCL backend (pytorch/pytorch#188567, FACTS 1).
+"""PyTorch symmetric memory on the NCCL backend (pytorch/pytorch#188567, docs/PYTORCH.md §1).
 
 Run under torchrun, one process per GPU:
     python3 -m torch.distributed.run --standalone --nproc-per-node=N tests/gpu/torch_symm.py --mode MODE

@@ -1,5 +1,5 @@
 /* libconsumer.so: a library linked against libnccl.so.2 (NEEDED), the way libtorch_cuda.so is.
- * dlopen_local loads it RTLD_NOW|RTLD_LOCAL (the way Python loads torch, FACTS 2), so libnccl is
+ * dlopen_local loads it RTLD_NOW|RTLD_LOCAL (the way Python loads torch, docs/PYTORCH.md §2), so libnccl is
  * not in the global scope and dlsym(RTLD_NEXT) from a preloaded library misses it.
  *
  * int consumer_run(int argc, char** argv): options -n NRANKS (default 1: one communicator per

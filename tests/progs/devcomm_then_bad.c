@@ -1,5 +1,5 @@
 /* A communicator with a device communicator must never get a degraded (NULL) window: device
- * code reads windows unchecked (FACTS 2). One rank: register an ncclMemAlloc buffer, create a
+ * code reads windows unchecked (docs/PYTORCH.md §3). One rank: register an ncclMemAlloc buffer, create a
  * device communicator, then register a cudaMalloc buffer. With ncclguard the second
  * registration fails with ncclInvalidUsage instead of returning a NULL window.
  * Prints "RESULT first=<rc> devcomm=<rc> second=<rc> win2=<ptr>"; exit 0 when it ran. */

@@ -1,5 +1,5 @@
 /* dlopen_local: loads libconsumer.so with RTLD_NOW|RTLD_LOCAL, the way Python loads torch's
- * extension (FACTS 2), and calls consumer_run(argc, argv) with the remaining arguments.
+ * extension (docs/PYTORCH.md §2), and calls consumer_run(argc, argv) with the remaining arguments.
  * This program does not link libnccl: NCCL arrives only as a dependency of a local library, so a
  * preloaded library's dlsym(RTLD_NEXT, ...) cannot find it.
  * usage: dlopen_local [--lib PATH/libconsumer.so] [consumer args: -n N --size BYTES]

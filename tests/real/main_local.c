@@ -1,4 +1,4 @@
-/* Loads libnccluser.so with RTLD_LOCAL, as Python loads torch's extension (FACTS 2): libnccl is
+/* Loads libnccluser.so with RTLD_LOCAL, as Python loads torch's extension (docs/PYTORCH.md §2): libnccl is
  * then not in the global scope and dlsym(RTLD_NEXT) from a preloaded library misses it. */
 #include <dlfcn.h>
 #include <stdio.h>

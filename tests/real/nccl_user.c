@@ -1,5 +1,5 @@
 /* libnccluser.so: linked against a real libnccl (NEEDED libnccl.so.2), the way libtorch_cuda.so
- * is (FACTS 2). user_run() makes a few wrapped and unwrapped calls and prints their results. */
+ * is (docs/PYTORCH.md §2). user_run() makes a few wrapped and unwrapped calls and prints their results. */
 #include <stdio.h>
 #include <string.h>
 
@@ -11,7 +11,7 @@ int user_run(void) {
   ncclUniqueId id;
   memset(&id, 0, sizeof id);
   ncclComm_t comm = NULL;
-  /* No GPU here: the real NCCL fails cleanly (FACTS 3, last row). */
+  /* No GPU here: the real NCCL fails cleanly (docs/NCCL.md §6, "No GPU"). */
   ncclResult_t ri = ncclCommInitRank(&comm, 1, id, 0);
   ncclWindow_t win = NULL;
   ncclResult_t rw = ncclCommWindowRegister(NULL, &version, sizeof version, &win, 0);
