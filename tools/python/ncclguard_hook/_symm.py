@@ -6,7 +6,7 @@ name to the C++ `_SymmetricMemory.rendezvous`. With the NCCL backend the C++ sid
 (NCCLPeerAllocInfo, symm_mem/NCCLSymmetricMemory.cu) takes `ProcessGroupNCCL::getCommPtr()` on
 the tensor's device and calls ncclCommWindowRegister with it. ProcessGroupNCCL creates its
 communicator at the first collective unless the group is eager (device_id=), so before that the
-pointer is 0 and NCCL 2.28 crashes (docs: FACTS section 1).
+pointer is 0 and NCCL 2.28 crashes (docs/PYTORCH.md §1).
 
 The wrapper: when the symm-mem backend of the tensor's device is "NCCL", the group's CUDA
 backend is a ProcessGroupNCCL and its `_comm_ptr()` (read on the tensor's device, the device
@@ -226,7 +226,7 @@ def _before(tensor, group):
 
 def _warmup(torch, dist, pg, name, dev, comm_ptr, kvs, t0):
     """One 1-element all-reduce on the group, on the tensor's device: the first collective of a
-    lazily-initialised ProcessGroupNCCL creates its communicator (FACTS section 1)."""
+    lazily-initialised ProcessGroupNCCL creates its communicator (docs/PYTORCH.md §1)."""
     size = pg.size()
     with torch.cuda.device(dev):
         x = torch.ones(1, device=torch.device("cuda", dev))
