@@ -22,9 +22,6 @@ struct fc_item {
 struct CUgraph_st {
   struct fc_item *head, *tail;
 };
-struct CUgraphExec_st {
-  struct CUgraph_st *graph;
-};
 
 struct CUstream_st {
   unsigned flags;         /* CU_STREAM_NON_BLOCKING or 0 */
@@ -42,11 +39,6 @@ struct CUstream_st {
   struct CUstream_st *next_all; /* list of all streams of the process */
 };
 
-struct CUevent_st {
-  unsigned flags;
-  uint64_t recorded, completed; /* record generations */
-  struct timespec when;
-};
 
 struct CUctx_st {
   int dev;

@@ -331,7 +331,7 @@ EXPORT CUresult cuStreamIsCapturing(CUstream hs, CUstreamCaptureStatus *st)
   return r;
 }
 
-/* ---- graphs: a list of host functions, replayed in order on launch ---- */
+/* ---- graphs: the host functions a capture recorded (no test launches a graph) ---- */
 
 EXPORT CUresult cuGraphDestroy(CUgraph g)
 {
@@ -342,34 +342,6 @@ EXPORT CUresult cuGraphDestroy(CUgraph g)
     free(it);
   }
   free(g);
-  return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuGraphInstantiate(CUgraphExec *phExec, CUgraph g, unsigned long long flags)
-{
-  (void)flags;
-  if (!phExec || !g) return CUDA_ERROR_INVALID_VALUE;
-  struct CUgraphExec_st *e = calloc(1, sizeof *e);
-  if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
-  e->graph = g;
-  *phExec = e;
-  return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuGraphLaunch(CUgraphExec e, CUstream hs)
-{
-  if (!e) return CUDA_ERROR_INVALID_VALUE;
-  for (struct fc_item *it = e->graph->head; it; it = it->next) {
-    CUresult r = fc_enqueue(hs, it->fn, it->data, 0); /* the graph keeps ownership */
-    if (r != CUDA_SUCCESS) return r;
-  }
-  return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuGraphExecDestroy(CUgraphExec e)
-{
-  if (!e) return CUDA_ERROR_INVALID_VALUE;
-  free(e);
   return CUDA_SUCCESS;
 }
 
@@ -418,84 +390,6 @@ EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUs
   return async_op(hs, (void *)(uintptr_t)dst, NULL, n, 1, ui, 4);
 }
 
-/* ---- events: timing on the host clock when the stream reaches the record ---- */
-
-EXPORT CUresult cuEventCreate(CUevent *ph, unsigned int flags)
-{
-  if (!ph) return CUDA_ERROR_INVALID_VALUE;
-  struct CUevent_st *e = calloc(1, sizeof *e);
-  if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
-  e->flags = flags;
-  *ph = e;
-  return CUDA_SUCCESS;
-}
-
-struct ev_args { struct CUevent_st *e; uint64_t gen; };
-
-static void ev_fire(void *p)
-{
-  struct ev_args *a = p;
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  pthread_mutex_lock(&fc_lock);
-  if (a->gen > a->e->completed) { a->e->completed = a->gen; a->e->when = now; }
-  pthread_cond_broadcast(&fc_cond);
-  pthread_mutex_unlock(&fc_lock);
-}
-
-EXPORT CUresult cuEventRecord(CUevent e, CUstream hs)
-{
-  if (!e) return CUDA_ERROR_INVALID_HANDLE;
-  struct ev_args *a = malloc(sizeof *a);
-  if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
-  pthread_mutex_lock(&fc_lock);
-  a->e = e;
-  a->gen = ++e->recorded;
-  pthread_mutex_unlock(&fc_lock);
-  return fc_enqueue(hs, ev_fire, a, 1);
-}
-
-EXPORT CUresult cuEventQuery(CUevent e)
-{
-  if (!e) return CUDA_ERROR_INVALID_HANDLE;
-  pthread_mutex_lock(&fc_lock);
-  CUresult r = e->completed >= e->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-  pthread_mutex_unlock(&fc_lock);
-  return r;
-}
-
-EXPORT CUresult cuEventSynchronize(CUevent e)
-{
-  if (!e) return CUDA_ERROR_INVALID_HANDLE;
-  pthread_mutex_lock(&fc_lock);
-  uint64_t want = e->recorded;
-  while (e->completed < want) pthread_cond_wait(&fc_cond, &fc_lock);
-  pthread_mutex_unlock(&fc_lock);
-  return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)
-{
-  if (!ms || !start || !end) return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&fc_lock);
-  int ready = start->completed && end->completed && start->completed >= start->recorded &&
-              end->completed >= end->recorded;
-  double d = (double)(end->when.tv_sec - start->when.tv_sec) * 1e3 +
-             (double)(end->when.tv_nsec - start->when.tv_nsec) / 1e6;
-  pthread_mutex_unlock(&fc_lock);
-  if (!ready) return CUDA_ERROR_NOT_READY;
-  *ms = (float)d;
-  return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuEventDestroy(CUevent e)
-{
-  if (!e) return CUDA_ERROR_INVALID_HANDLE;
-  return CUDA_SUCCESS; /* kept: a pending record may still reference it */
-}
-
 #define PLAIN_ALIAS(plain, v2) __asm__(".globl " #plain "\n.set " #plain ", " #v2)
 PLAIN_ALIAS(cuStreamDestroy, cuStreamDestroy_v2);
 PLAIN_ALIAS(cuStreamBeginCapture, cuStreamBeginCapture_v2);
-PLAIN_ALIAS(cuEventDestroy, cuEventDestroy_v2);
-PLAIN_ALIAS(cuEventElapsedTime, cuEventElapsedTime_v2);

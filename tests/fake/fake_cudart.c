@@ -56,7 +56,6 @@ EXPORT cudaError_t cudaGetLastError(void)
   last_err = cudaSuccess;
   return e;
 }
-EXPORT cudaError_t cudaPeekAtLastError(void) { return last_err; }
 
 struct rt_err { cudaError_t e; const char *name, *str; };
 static const struct rt_err rt_errs[] = {
@@ -94,14 +93,6 @@ EXPORT const char *cudaGetErrorName(cudaError_t error)
   return "cudaErrorUnknown";
 }
 
-EXPORT cudaError_t cudaDriverGetVersion(int *v) { return map(cuDriverGetVersion(v)); }
-EXPORT cudaError_t cudaRuntimeGetVersion(int *v)
-{
-  if (!v) return map(CUDA_ERROR_INVALID_VALUE);
-  *v = 13000;
-  return cudaSuccess;
-}
-
 EXPORT cudaError_t cudaGetDeviceCount(int *count) { return map(cuDeviceGetCount(count)); }
 
 EXPORT cudaError_t cudaSetDevice(int device)
@@ -111,27 +102,6 @@ EXPORT cudaError_t cudaSetDevice(int device)
   if (r == CUDA_SUCCESS) r = cuCtxSetCurrent(c);
   return map(r);
 }
-
-EXPORT cudaError_t cudaGetDevice(int *device)
-{
-  if (!device) return map(CUDA_ERROR_INVALID_VALUE);
-  CUcontext c = NULL;
-  cuCtxGetCurrent(&c);
-  if (!c) { *device = 0; return cudaSuccess; }
-  return map(cuCtxGetDevice(device));
-}
-
-EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
-{
-  return map(cuDeviceGetAttribute(value, (CUdevice_attribute)attr, device));
-}
-
-EXPORT cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
-{
-  return map(cuDeviceCanAccessPeer(can, device, peer));
-}
-
-EXPORT cudaError_t cudaDeviceSynchronize(void) { CTX(); return map(cuCtxSynchronize()); }
 
 EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
@@ -152,23 +122,10 @@ EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cud
   return map(cuMemcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, count));
 }
 
-EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
-{
-  (void)kind;
-  CTX();
-  return map(cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, count, stream));
-}
-
 EXPORT cudaError_t cudaMemset(void *devPtr, int value, size_t count)
 {
   CTX();
   return map(cuMemsetD8((CUdeviceptr)(uintptr_t)devPtr, (unsigned char)value, count));
-}
-
-EXPORT cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
-{
-  CTX();
-  return map(cuMemsetD8Async((CUdeviceptr)(uintptr_t)devPtr, (unsigned char)value, count, stream));
 }
 
 EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
@@ -179,13 +136,6 @@ EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int
 EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream) { return cudaStreamCreateWithFlags(pStream, 0); }
 EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) { return map(cuStreamDestroy(stream)); }
 EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) { CTX(); return map(cuStreamSynchronize(stream)); }
-EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream) { CTX(); return map(cuStreamQuery(stream)); }
-
-EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
-{
-  CTX();
-  return map(cuLaunchHostFunc(stream, fn, userData));
-}
 
 EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
 {
@@ -208,54 +158,5 @@ EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCap
   return map(r);
 }
 
-EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
-{
-  return map(cuThreadExchangeStreamCaptureMode((CUstreamCaptureMode *)mode));
-}
-
 EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t graph) { return map(cuGraphDestroy(graph)); }
 
-EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
-{
-  return map(cuGraphInstantiate(pGraphExec, graph, flags));
-}
-
-EXPORT cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
-{
-  return map(cuGraphInstantiate(pGraphExec, graph, flags));
-}
-
-EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-  CTX();
-  return map(cuGraphLaunch(graphExec, stream));
-}
-
-EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) { return map(cuGraphExecDestroy(graphExec)); }
-
-EXPORT cudaError_t cudaEventCreate(cudaEvent_t *event) { CTX(); return map(cuEventCreate(event, 0)); }
-EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) { CTX(); return map(cuEventCreate(event, flags)); }
-EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) { CTX(); return map(cuEventRecord(event, stream)); }
-EXPORT cudaError_t cudaEventQuery(cudaEvent_t event) { return map(cuEventQuery(event)); }
-EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) { return map(cuEventSynchronize(event)); }
-EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
-{
-  return map(cuEventElapsedTime(ms, start, end));
-}
-EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event) { return map(cuEventDestroy(event)); }
-
-EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr)
-{
-  if (!attributes) return map(CUDA_ERROR_INVALID_VALUE);
-  memset(attributes, 0, sizeof *attributes);
-  int dev = 0;
-  if (cuPointerGetAttribute(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS) {
-    attributes->type = cudaMemoryTypeUnregistered; /* plain host memory: success, as CUDA 11+ */
-    attributes->device = -2;
-    return cudaSuccess;
-  }
-  attributes->type = cudaMemoryTypeDevice;
-  attributes->device = dev;
-  attributes->devicePointer = (void *)ptr;
-  return cudaSuccess;
-}

@@ -1,8 +1,7 @@
 /* Fake NVML (libnvidia-ml.so.1): the device count and the P2P status that NCCL 2.28.7+ bases its
  * symmetric support on (isAllCudaP2p: NVML's P2P read and write status of every pair of local
  * GPUs; docs/NCCL.md). The fake NCCL and ncclguard both read it through these functions.
- *   FAKE_CUDA_DEVICES  device count (default 8, as the fake driver)
- *   FAKE_NVML_P2P      1 (default): every pair reports NVML_P2P_STATUS_OK; 0: "not supported" (2) */
+ *   FAKE_CUDA_DEVICES  device count (default 8, as the fake driver); every pair reports NVML_P2P_STATUS_OK */
 #include <stdlib.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -19,7 +18,6 @@ static unsigned count(void) {
 }
 
 EXPORT int nvmlInit_v2(void) { return 0; }
-EXPORT int nvmlInit(void) { return 0; }
 EXPORT int nvmlShutdown(void) { return 0; }
 EXPORT int nvmlDeviceGetCount_v2(unsigned* n) {
   if (!n) return 2; /* NVML_ERROR_INVALID_ARGUMENT */
@@ -31,9 +29,9 @@ EXPORT int nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t* d) {
   *d = &devs[i];
   return 0;
 }
-/* caps index: 0 read, 1 write, 2 nvlink, 3 atomics, 4 pci; status: 0 OK, 2 "not supported" */
+/* caps index: 0 read, 1 write, 2 nvlink, 3 atomics, 4 pci; status 0: OK */
 EXPORT int nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, int caps, int* status) {
   if (!a || !b || !status || caps < 0) return 2;
-  *status = a == b || env_int("FAKE_NVML_P2P", 1) ? 0 : 2;
+  *status = 0;
   return 0;
 }

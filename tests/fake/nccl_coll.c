@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { K_ALLREDUCE, K_BROADCAST, K_REDUCE, K_ALLGATHER, K_REDUCESCATTER };
+enum { K_ALLREDUCE, K_ALLGATHER };
 
 struct coll {
   int kind;
@@ -17,11 +17,9 @@ struct coll {
   size_t count;
   ncclDataType_t dt;
   ncclRedOp_t op;
-  int root;
   struct ncclComm *c;
   uint64_t seq;
-  int captured; /* recorded into a graph: may run many times, takes its seq when it runs */
-  int hang;     /* damaged comm with FAKE_NCCL_DAMAGED_COLL=hang */
+  int captured; /* recorded into a graph: takes its seq when it runs */
 };
 
 static size_t dt_size(ncclDataType_t dt)
@@ -108,8 +106,8 @@ static void run_coll(struct coll *a)
   int n = c->nranks, me = c->rank;
   if (a->captured) a->seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_ACQ_REL);
   fn_shm_lock(s);
-  while ((s->cseq != a->seq || a->hang) && !stopped(c)) fn_shm_wait(s);
-  size_t per = a->kind == K_REDUCESCATTER ? FN_COLL_CAP / ((size_t)n * es) : FN_COLL_CAP / es;
+  while (s->cseq != a->seq && !stopped(c)) fn_shm_wait(s);
+  size_t per = FN_COLL_CAP / es;
   size_t off = 0;
   do {
     if (stopped(c)) break;
@@ -118,37 +116,22 @@ static void run_coll(struct coll *a)
     const unsigned char *snd = a->send;
     unsigned char *rcv = a->recv;
     /* contribute (copies out before anyone writes a result: in-place is safe) */
-    if (a->kind == K_REDUCESCATTER) {
-      for (int d = 0; d < n; d++) memcpy(mine + (size_t)d * e * es, snd + ((size_t)d * a->count + off) * es, e * es);
-    } else if (a->kind != K_BROADCAST || me == a->root) {
-      memcpy(mine, snd + off * es, e * es);
-    }
+    memcpy(mine, snd + off * es, e * es);
     if (barrier(c, 0)) break;
     fn_shm_unlock(s);
     switch (a->kind) {
-    case K_ALLREDUCE: case K_REDUCE:
-      if (a->kind == K_ALLREDUCE || me == a->root) {
-        unsigned char *tmp = malloc(e * es + 1);
-        memcpy(tmp, staging(c, 0), e * es);
-        for (int r = 1; r < n; r++) reduce_into(tmp, staging(c, r), e, a->dt, a->op);
-        if (a->op == ncclAvg) divide(tmp, e, a->dt, n);
-        memcpy(rcv + off * es, tmp, e * es);
-        free(tmp);
-      }
-      break;
-    case K_BROADCAST: memcpy(rcv + off * es, staging(c, a->root), e * es); break;
-    case K_ALLGATHER:
-      for (int r = 0; r < n; r++) memcpy(rcv + ((size_t)r * a->count + off) * es, staging(c, r), e * es);
-      break;
-    case K_REDUCESCATTER: {
+    case K_ALLREDUCE: {
       unsigned char *tmp = malloc(e * es + 1);
-      memcpy(tmp, staging(c, 0) + (size_t)me * e * es, e * es);
-      for (int r = 1; r < n; r++) reduce_into(tmp, staging(c, r) + (size_t)me * e * es, e, a->dt, a->op);
+      memcpy(tmp, staging(c, 0), e * es);
+      for (int r = 1; r < n; r++) reduce_into(tmp, staging(c, r), e, a->dt, a->op);
       if (a->op == ncclAvg) divide(tmp, e, a->dt, n);
       memcpy(rcv + off * es, tmp, e * es);
       free(tmp);
       break;
     }
+    case K_ALLGATHER:
+      for (int r = 0; r < n; r++) memcpy(rcv + ((size_t)r * a->count + off) * es, staging(c, r), e * es);
+      break;
     }
     fn_shm_lock(s);
     off += e;
@@ -215,11 +198,8 @@ static ncclResult_t coll_stage(struct fn_op *op, int stage, int complete)
   struct coll *a = op->arg;
   struct ncclComm *c = a->c;
   if (c->damaged) {
-    if (fn_env_int("FAKE_NCCL_DAMAGED_COLL", 0) == 0) {
-      fn_set_error("communicator %p is in an error state after a failed registration", (void *)c);
-      return ncclInternalError;
-    }
-    a->hang = 1;
+    fn_set_error("communicator %p is in an error state after a failed registration", (void *)c);
+    return ncclInternalError;
   }
   cudaStream_t stream = (cudaStream_t)(uintptr_t)op->gen; /* stashed at submit */
   struct coll *copy = malloc(sizeof *copy);
@@ -233,7 +213,7 @@ static ncclResult_t coll_stage(struct fn_op *op, int stage, int complete)
 }
 
 static ncclResult_t submit_coll(int kind, const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
-                                int root, ncclComm_t comm, cudaStream_t stream)
+                                ncclComm_t comm, cudaStream_t stream)
 {
   ncclResult_t r = fn_check_comm(comm, 0);
   if (r == ncclSuccess && comm->suspended) {
@@ -245,18 +225,14 @@ static ncclResult_t submit_coll(int kind, const void *send, void *recv, size_t c
     abort();
   }
   if (r == ncclSuccess && !dt_size(dt)) { fn_set_error("datatype %d not supported by the fake", (int)dt); r = ncclInvalidArgument; }
-  if (r == ncclSuccess && (kind == K_ALLREDUCE || kind == K_REDUCE || kind == K_REDUCESCATTER) &&
-      (op < ncclSum || op > ncclAvg)) { fn_set_error("invalid reduction op %d", (int)op); r = ncclInvalidArgument; }
-  if (r == ncclSuccess && (kind == K_BROADCAST || kind == K_REDUCE) && (root < 0 || root >= comm->nranks)) {
-    fn_set_error("invalid root %d", root);
+  if (r == ncclSuccess && kind == K_ALLREDUCE && (op < ncclSum || op > ncclAvg)) {
+    fn_set_error("invalid reduction op %d", (int)op);
     r = ncclInvalidArgument;
   }
   if (r == ncclSuccess && count > 0) {
     unsigned int mt;
-    int need_send = !(kind == K_BROADCAST && comm->rank != root);
-    int need_recv = !(kind == K_REDUCE && comm->rank != root);
-    if ((need_send && cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)send)) ||
-        (need_recv && cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)recv))) {
+    if (cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)send) ||
+        cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)recv)) {
       fn_set_error("buffer is not device memory");
       r = ncclInvalidArgument;
     }
@@ -264,7 +240,7 @@ static ncclResult_t submit_coll(int kind, const void *send, void *recv, size_t c
   if (r != ncclSuccess) { fn_group_error(r); return r; }
   if (count == 0) return ncclSuccess;
   struct coll *a = calloc(1, sizeof *a);
-  a->kind = kind; a->send = send; a->recv = recv; a->count = count; a->dt = dt; a->op = op; a->root = root; a->c = comm;
+  a->kind = kind; a->send = send; a->recv = recv; a->count = count; a->dt = dt; a->op = op; a->c = comm;
   struct fn_op *o = fn_op_new(comm, 1, coll_stage, NULL, a);
   o->nonblocking = 0; /* enqueueing is quick: collectives answer synchronously */
   o->gen = (uint64_t)(uintptr_t)stream;
@@ -275,55 +251,21 @@ ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, 
                             ncclComm_t comm, cudaStream_t stream)
 {
   ENTER();
-  ncclResult_t r = submit_coll(K_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
+  ncclResult_t r = submit_coll(K_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, comm, stream);
   return LEAVE("ncclAllReduce", r, "send=%p recv=%p count=%zu dt=%d op=%d comm=%p stream=%p", sendbuff, recvbuff,
                count, (int)datatype, (int)op, (void *)comm, (void *)stream);
 }
 FN_ALIAS(ncclAllReduce);
 
-ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-                         int root, ncclComm_t comm, cudaStream_t stream)
-{
-  ENTER();
-  ncclResult_t r = submit_coll(K_REDUCE, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
-  return LEAVE("ncclReduce", r, "count=%zu root=%d comm=%p", count, root, (void *)comm);
-}
-FN_ALIAS(ncclReduce);
-
-ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
-                            ncclComm_t comm, cudaStream_t stream)
-{
-  ENTER();
-  ncclResult_t r = submit_coll(K_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
-  return LEAVE("ncclBroadcast", r, "count=%zu root=%d comm=%p", count, root, (void *)comm);
-}
-FN_ALIAS(ncclBroadcast);
-
-ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
-{
-  ENTER();
-  ncclResult_t r = submit_coll(K_BROADCAST, buff, buff, count, datatype, ncclSum, root, comm, stream);
-  return LEAVE("ncclBcast", r, "count=%zu root=%d comm=%p", count, root, (void *)comm);
-}
-FN_ALIAS(ncclBcast);
-
 ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
                             ncclComm_t comm, cudaStream_t stream)
 {
   ENTER();
-  ncclResult_t r = submit_coll(K_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream);
+  ncclResult_t r = submit_coll(K_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, comm, stream);
   return LEAVE("ncclAllGather", r, "count=%zu comm=%p", sendcount, (void *)comm);
 }
 FN_ALIAS(ncclAllGather);
 
-ncclResult_t pncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
-                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
-{
-  ENTER();
-  ncclResult_t r = submit_coll(K_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, stream);
-  return LEAVE("ncclReduceScatter", r, "count=%zu comm=%p", recvcount, (void *)comm);
-}
-FN_ALIAS(ncclReduceScatter);
 
 /* ---- send/recv: per (src,dst) mailbox rings; the sends and receives of one group on one
  * (comm, stream) run as one host function that progresses them all, so any pattern
