@@ -315,6 +315,132 @@ static ncclResult_t copy_back(struct grp* g, int ng) {
   return ncclSuccess;
 }
 
+/* ---- the launch: one NCCL group of all-reduces, one per communicator ---------------------------
+ * On a blocking communicator whose first collective this is, NCCL sets up its connections inside
+ * ncclGroupEnd and waits on the host for every peer, with no timeout; a peer that left that setup
+ * (it gave up on its own deadline) is never heard from again, and the watchdog's revoke does not
+ * end the wait either (measured on NCCL 2.28.9, tests/gpu/results/2026-11-30-nvidia-h200-x2.md,
+ * late-peer-past-timeout). So the first round on such a communicator is launched from a helper
+ * thread: the caller waits for it until the deadline plus a grace period (the watchdog revokes at
+ * the deadline, which ends the waits NCCL does end), then gives the communicator up and returns;
+ * a launch that never returns stays with its thread and its resources ("stuck": ncclguard then
+ * never frees that communicator, wrap_comm.c, so the blocked call never sees freed memory). */
+struct launch_job {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done, abandoned, n;
+  ncclResult_t r, e;
+  struct { ncclComm_t comm; ng_devptr buf; size_t len; ng_stream s; } it[];
+};
+
+static void launch_run(struct launch_job* L) {
+  ncclResult_t r, e;
+  NG_CALL(r, ncclGroupStart);
+  for (int j = 0; j < L->n && r == ncclSuccess; j++)
+    NG_CALL(r, ncclAllReduce, (const void*)(uintptr_t)L->it[j].buf, (void*)(uintptr_t)L->it[j].buf, L->it[j].len,
+            NG_NCCL_INT32, NG_NCCL_MAX, L->it[j].comm, (cudaStream_t)L->it[j].s);
+  NG_CALL(e, ncclGroupEnd);
+  L->r = r, L->e = e;
+}
+
+static void* launch_main(void* p) {
+  struct launch_job* L = p;
+  int mode, relaxed = ng_cuda_relaxed_capture(&mode) == 0; /* as the caller's thread: never break a capture */
+  launch_run(L);
+  if (relaxed) ng_cuda_restore_capture(mode);
+  pthread_mutex_lock(&L->mu);
+  L->done = 1;
+  int abandoned = L->abandoned;
+  pthread_cond_signal(&L->cv);
+  pthread_mutex_unlock(&L->mu);
+  if (abandoned) { /* the caller gave up long ago: this call returned after all */
+    for (int j = 0; j < L->n; j++) ng_reg_comm_stuck(L->it[j].comm, -1);
+    ng_log_msg(NG_LOG_WARN, -1, "agree", "an agreement all-reduce that ncclguard had given up on returned after all (%s)",
+               ng_result_name(L->r != ncclSuccess ? L->r : L->e));
+    pthread_mutex_destroy(&L->mu);
+    pthread_cond_destroy(&L->cv);
+    free(L);
+  }
+  return NULL;
+}
+
+/* How long past its deadline the caller waits for a launch that the watchdog revoked. */
+static double launch_grace_us(void) {
+  double g = ng_cfg.timeout_s * 1e6 / 4;
+  return g < 1e6 ? 1e6 : g > 10e6 ? 10e6 : g;
+}
+
+/* Launch the round's all-reduces; *r and *e: ncclAllReduce's and ncclGroupEnd's results. Returns 1
+ * when the launch was abandoned (still blocked in NCCL past the deadline and the grace period). */
+static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclResult_t* e, const char* what) {
+  int helper = 0;
+  for (int j = 0; j < ng && !helper; j++) {
+    struct ng_commview v;
+    ng_reg_comm_get(g[j].comm, &v);
+    helper = v.blocking && !v.warmed; /* its first collective, as far as ncclguard knows */
+  }
+  struct launch_job* L = calloc(1, sizeof *L + (size_t)ng * sizeof L->it[0]);
+  if (!L) {
+    *r = ncclSystemError;
+    return 0;
+  }
+  L->n = ng;
+  for (int j = 0; j < ng; j++) {
+    L->it[j].comm = g[j].comm, L->it[j].buf = g[j].res.buf, L->it[j].len = g[j].len, L->it[j].s = g[j].res.s;
+  }
+  pthread_t t;
+  pthread_attr_t a;
+  if (helper) {
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->cv, NULL);
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    helper = pthread_create(&t, &a, launch_main, L) == 0;
+    pthread_attr_destroy(&a);
+    if (!helper) pthread_mutex_destroy(&L->mu), pthread_cond_destroy(&L->cv);
+  }
+  if (!helper) { /* inline: NCCL's own wait, bounded by the watchdog where NCCL ends it */
+    launch_run(L);
+    *r = L->r, *e = L->e;
+    free(L);
+    return 0;
+  }
+  double until = deadline + launch_grace_us();
+  pthread_mutex_lock(&L->mu);
+  while (!L->done && ng_now_us() < until) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double w = until - ng_now_us();
+    if (w > 100e3) w = 100e3; /* re-check at least every 100 ms */
+    if (w < 0) w = 0;
+    ts.tv_nsec += (long)(w * 1000);
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&L->cv, &L->mu, &ts);
+  }
+  int done = L->done;
+  if (!done) L->abandoned = 1;
+  pthread_mutex_unlock(&L->mu);
+  if (done) {
+    *r = L->r, *e = L->e;
+    pthread_mutex_destroy(&L->mu);
+    pthread_cond_destroy(&L->cv);
+    free(L);
+    return 0;
+  }
+  for (int j = 0; j < ng; j++) {
+    ng_reg_comm_stuck(g[j].comm, +1);
+    ng_log_msg(NG_LOG_WARN, g[j].dev, "agree",
+               "%s: the first collective on communicator %p is still setting up its connections %.0f s after "
+               "NCCLGUARD_TIMEOUT=%gs (a peer left, and NCCL does not end that wait): ncclguard stops waiting; that "
+               "call stays blocked in a thread of its own, and the communicator is never freed (ncclCommAbort and "
+               "ncclCommDestroy leave it to the end of the process, so the blocked call never touches freed memory)",
+               what, (void*)g[j].comm, launch_grace_us() / 1e6, ng_cfg.timeout_s);
+  }
+  *r = ncclSystemError, *e = ncclSystemError;
+  return 1;
+}
+
 static const char* status_name(int s) {
   static const char* n[] = {"ok", "timeout", "out of step", "communicator aborted", "failed"};
   return (unsigned)s < sizeof n / sizeof n[0] ? n[s] : "?";
@@ -389,21 +515,20 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
   /* 2. the all-reduces, one NCCL group. On a blocking communicator the group end of its first
    * collective sets up connections and waits on the host for the peers (no timeout in NCCL): the
    * watchdog bounds it. Once it returns the peers were there: the kernels get a full timeout. */
+  int abandoned = 0;
   if (res == ncclSuccess) {
-    ncclResult_t r, e;
-    struct watch* wds = calloc((size_t)ng, sizeof *wds);
-    NG_CALL(r, ncclGroupStart);
-    for (int j = 0; j < ng && r == ncclSuccess; j++)
-      NG_CALL(r, ncclAllReduce, (const void*)(uintptr_t)g[j].res.buf, (void*)(uintptr_t)g[j].res.buf, g[j].len,
-              NG_NCCL_INT32, NG_NCCL_MAX, g[j].comm, (cudaStream_t)g[j].res.s);
+    ncclResult_t r = ncclSuccess, e = ncclSuccess;
+    struct watch* wds = calloc(ng > 0 ? (size_t)ng : 1, sizeof *wds);
     for (int j = 0; wds && j < ng; j++) ng_watch_arm(&wds[j], g[j].comm, g[j].dev, deadline);
-    NG_CALL(e, ncclGroupEnd);
+    abandoned = launch(g, ng, deadline, &r, &e, what);
     int fired = 0;
     for (int j = 0; wds && j < ng; j++)
       if (ng_watch_disarm(&wds[j])) g[j].status = NG_AGREE_TIMEOUT, fired = 1;
     free(wds);
     res = r != ncclSuccess ? r : e;
-    if (fired) res = ncclSystemError;
+    if (fired || abandoned) res = ncclSystemError;
+    if (abandoned)
+      for (int j = 0; j < ng; j++) g[j].status = NG_AGREE_TIMEOUT;
     else if (ng_now_us() > deadline - ng_cfg.timeout_s * 1e6 / 2) deadline = ng_now_us() + ng_cfg.timeout_s * 1e6;
     if (res == ncclInProgress || res == ncclSuccess) /* nonblocking communicators: wait for the enqueue */
       for (int j = 0; j < ng && (res == ncclInProgress || res == ncclSuccess); j++)
@@ -494,7 +619,8 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
         ret = st == NG_AGREE_TIMEOUT ? ncclSystemError : st == NG_AGREE_ABORTED ? ncclInvalidUsage
               : st == NG_AGREE_STEP  ? ncclInvalidUsage : (res != ncclSuccess ? res : ncclUnhandledCudaError);
     }
-    if (q->held) ng_reg_res_release(q->comm, &q->res);
+    /* a launch that never returned may still use them one day: they stay owned by the communicator */
+    if (q->held && !abandoned) ng_reg_res_release(q->comm, &q->res);
   }
   if (ret == ncclSuccess) ng_stat_add(NG_ST_AGREE, n);
   else

@@ -177,6 +177,7 @@ struct ng_commview {
   int broken;      /* an ng_reason: an agreement failed, the ranks are no longer in step */
   int aborting;    /* ncclCommAbort/Destroy in progress: ncclguard makes no more NCCL calls on it */
   int suspended;   /* ncclCommSuspend'ed (2.29+): unusable until ncclCommResume, so no rounds on it */
+  int stuck;       /* ncclguard calls into NCCL on it that never returned (a first round whose peers left) */
 };
 /* A destroyed or aborted communicator (a tombstone): NCCL must not see it again. */
 static inline int ng_comm_gone(const struct ng_commview* v) {
@@ -197,6 +198,7 @@ void ng_reg_comm_mark(ncclComm_t comm, int warmed, int devcomm_delta, int degrad
 void ng_reg_comm_set_broken(ncclComm_t comm, int reason);
 void ng_reg_comm_set_aborting(ncclComm_t comm, int on);
 void ng_reg_comm_set_suspended(ncclComm_t comm, int on);
+void ng_reg_comm_stuck(ncclComm_t comm, int delta);
 /* 1 unless the communicator is being aborted/destroyed or is gone: ncclguard may call NCCL on it. */
 int ng_reg_comm_usable(ncclComm_t comm);
 /* Agreement resources of a communicator, created by agree.c: a private stream, device scratch and

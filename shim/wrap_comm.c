@@ -248,9 +248,21 @@ static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t c
   ng_reg_comm_get(comm, &cv);
   if (comm && ng_comm_gone(&cv)) return ng_refuse_gone(fn, comm, t0);
   ncclResult_t res;
+  int ending = id == NG_ID_ncclCommDestroy || id == NG_ID_ncclCommAbort;
+  if (comm && cv.stuck > 0 && (ending || id == NG_ID_ncclCommFinalize)) {
+    /* A call ncclguard made into NCCL on it never returned (agree.c, the launch): freeing the
+     * communicator under it would make it use freed memory. It is left to the end of the process. */
+    char msg[400];
+    snprintf(msg, sizeof msg, "a call ncclguard made on this communicator is still blocked inside NCCL (its peers "
+             "left during its connection setup): %s skipped, the communicator is not freed (its resources go with "
+             "the process); create a new communicator", fn);
+    if (ending) ng_reg_comm_tombstone(comm, new_state);
+    else ng_reg_comm_set_state(comm, new_state);
+    ng_log_call(NG_LOG_WARN, fn, comm, ncclSuccess, t0, NG_D_NOOP, NG_R_COMM_BROKEN, msg);
+    return ncclSuccess;
+  }
   /* From here ncclguard makes no call of its own on this communicator (another thread may be in an
    * agreement round on it: it stops at its next step). */
-  int ending = id == NG_ID_ncclCommDestroy || id == NG_ID_ncclCommAbort;
   if (comm && ending) ng_reg_comm_set_aborting(comm, 1);
   switch (id) {
     case NG_ID_ncclCommFinalize: NG_CALL(res, ncclCommFinalize, comm); break;

@@ -68,6 +68,8 @@ struct fn_shm {
   uint64_t cseq;      /* collective now running */
   uint64_t bar_gen;
   int bar_arrived;
+  int conn_arrived;   /* ranks in (or through) the connection setup of the first collective */
+  int conn_left;      /* a rank gave that setup up (revoked or aborted while waiting in it) */
   size_t coll_off, mbox_off, total;
 };
 
@@ -110,6 +112,7 @@ struct ncclComm {
   ncclResult_t async;   /* what ncclCommGetAsyncError reports */
   volatile int aborted, revoked;
   volatile int suspended; /* ncclCommSuspend(NCCL_SUSPEND_MEM): its memory is released until ncclCommResume */
+  int connected, conn_posted, conn_late, conn_e0; /* the connection setup of its first collective */
   volatile int revoke_epoch; /* bumped by ncclCommRevoke: host waits begun before it end (abort flag) */
   int sym;              /* symmetric support (fn_symmetric), -1 until computed */
   int inflight;         /* collectives enqueued and not finished */

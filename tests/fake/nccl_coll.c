@@ -191,12 +191,58 @@ static int is_captured(struct ncclComm *c, cudaStream_t stream)
   return st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
 }
 
+/* The connection setup of a communicator's first collective. NCCL connects the peers inside
+ * ncclGroupEnd of the first collective that needs them and waits on the host for every peer, with
+ * no timeout; the communicators of one group are set up together (all post, then all wait, as the
+ * fake's stages do). Measured on NCCL 2.28.9 (tests/gpu/results/2026-11-30-nvidia-h200-x2.md,
+ * late-peer-past-timeout): a rank waiting there for peers still to come is released by its own
+ * ncclCommRevoke (the watchdog's), while a rank that arrives after a peer has given that setup up
+ * waits for ever, and its own revoke does not end that wait (NCCL's revoke clears the abort flag
+ * again when its job ends, src/init.cc); only an abort (whose flag stays set) would. */
+static void connect_arrive(struct ncclComm *c)
+{
+  struct fn_shm *s = c->shm;
+  c->conn_posted = 1;
+  if (c->nranks <= 1 || !s) { c->connected = 1; return; }
+  fn_shm_lock(s);
+  c->conn_late = s->conn_left;
+  c->conn_e0 = __atomic_load_n(&c->revoke_epoch, __ATOMIC_ACQUIRE);
+  s->conn_arrived++;
+  fn_shm_wake(s);
+  fn_shm_unlock(s);
+}
+
+static ncclResult_t connect_wait(struct ncclComm *c)
+{
+  struct fn_shm *s = c->shm;
+  fn_shm_lock(s);
+  while (s->conn_arrived < c->nranks && !c->aborted &&
+         (c->conn_late || __atomic_load_n(&c->revoke_epoch, __ATOMIC_ACQUIRE) == c->conn_e0))
+    fn_shm_wait(s);
+  int ok = s->conn_arrived >= c->nranks;
+  if (!ok) s->conn_left = 1, s->conn_arrived--;
+  fn_shm_unlock(s);
+  if (!ok) {
+    fn_set_error("connection setup of the first collective ended: the communicator was %s", c->aborted ? "aborted" : "revoked");
+    return ncclInternalError;
+  }
+  c->connected = 1;
+  return ncclSuccess;
+}
+
 static ncclResult_t coll_stage(struct fn_op *op, int stage, int complete)
 {
   (void)stage;
-  if (complete) return ncclSuccess;
   struct coll *a = op->arg;
   struct ncclComm *c = a->c;
+  if (!complete) { /* post: arrive at the connection setup (every communicator of the group first) */
+    if (!c->connected && !c->conn_posted) connect_arrive(c);
+    return ncclSuccess;
+  }
+  if (!c->connected && c->conn_posted) {
+    ncclResult_t r = connect_wait(c);
+    if (r != ncclSuccess) return r;
+  }
   if (c->damaged) {
     fn_set_error("communicator %p is in an error state after a failed registration", (void *)c);
     return ncclInternalError;
