@@ -1,5 +1,5 @@
 # Registration policy against the fake NCCL: each scenario runs WITHOUT ncclguard (what NCCL alone
-# does, as FACTS records it) and WITH it; every case checks exit codes, results and the log.
+# does, as docs/ records it) and WITH it; every case checks exit codes, results and the log.
 . "$NG_ROOT/tests/lib.sh"
 NG=$PROGS/ngtest
 export NCCLGUARD_TIMEOUT=${NCCLGUARD_TIMEOUT:-8}
@@ -28,7 +28,7 @@ done
 g normal4 -m thread -n 4 --expect-win nonnull
 [ $rc = 0 ] && [ "$(nok)" = 4 ] && pass normal-path-4-ranks || fail normal-path-4-ranks "$(why normal4)"
 
-# --- NULL communicator (PyTorch's lazy init, FACTS 1) ---------------------------------------------
+# --- NULL communicator (PyTorch's lazy init, docs/PYTORCH.md §1) ----------------------------------
 b nullc-bare -n 1 -m thread --null-comm
 crashed $rc && pass null-comm-2.28-crashes-without \
   || fail null-comm-2.28-crashes-without "rc=$rc (the fake should SIGSEGV like NCCL 2.28.9)"
@@ -51,7 +51,7 @@ for a in null-win null-buff zero-size; do
     && pass bad-arg-$a-2.29 || fail bad-arg-$a-2.29 "$(why $a-29)"
 done
 
-# --- asymmetric buffers: cudaMalloc on rank 0, ncclMemAlloc on rank 1 (FACTS 3: hangs) ---------------
+# --- asymmetric buffers: cudaMalloc on rank 0, ncclMemAlloc on rank 1 (docs/NCCL.md §7: hangs) -------
 b asym-bare --alloc cuda0 --timeout 5
 [ $rc = 124 ] && pass asym-hangs-without || fail asym-hangs-without "rc=$rc: expected a hang (124) without ncclguard"
 g asym --alloc cuda0 --iters 3 --timeout 30
@@ -62,14 +62,14 @@ NCCLGUARD_ON_FAILURE=error g asym-err --alloc cuda0 --expect-reg error --no-allr
 NCCLGUARD_AGREE=0 g asym-noagree --alloc cuda0 --timeout 6
 [ $rc != 0 ] && pass asym-needs-agreement || fail asym-needs-agreement "rc=$rc: without the agreement rank 1 should hang"
 
-# --- cudaMalloc on every rank (FACTS 3: error, then the communicator is damaged) --------------------
+# --- cudaMalloc on every rank (docs/NCCL.md §7: error, then the communicator is damaged) ------------
 b cuda-bare --alloc cuda --iters 2 --timeout 10
 [ $rc != 0 ] && pass cuda-all-fails-without || fail cuda-all-fails-without "rc=$rc"
 g cuda --alloc cuda --iters 3 --timeout 30
 [ $rc = 0 ] && [ "$(nok)" = 2 ] && [ "$(logs cuda | grep -c 'decision=degrade reason=not_vmm')" = 2 ] \
   && pass cuda-all-degrades-comm-healthy || fail cuda-all-degrades-comm-healthy "$(why cuda)"
 
-# --- nonblocking communicator, registration right after init (FACTS 3) -----------------------------
+# --- nonblocking communicator, registration right after init (docs/NCCL.md §7) ---------------------
 b nb-bare --nonblocking --no-allreduce
 [ $rc != 0 ] && pass nonblocking-fails-without || fail nonblocking-fails-without "rc=$rc"
 g nb --nonblocking --expect-win nonnull
@@ -115,14 +115,14 @@ FAKE_NCCL_VERSION=22703 g cap27 -m proc --capture --expect-reg any
 FAKE_NCCL_VERSION=23007 g cap30 -m proc --capture --expect-win nonnull
 [ $rc = 0 ] && lhas cap30 'decision=register' && pass capture-2.30.7-registers || fail capture-2.30.7-registers "$(why cap30)"
 
-# --- PyTorch's teardown: deregistration after destroy (FACTS 2) ---------------------------------------
+# --- PyTorch's teardown: deregistration after destroy (docs/PYTORCH.md §3) ----------------------------
 b dad-bare --dereg-after-destroy --expect-reg any
 echo "$out$(cat "$T/dad-bare.err")" | grep -qi 'invalid device ordinal\|ncclUnhandledCudaError\|dereg.*fail\|error' \
   && pass dereg-after-destroy-errors-without || fail dereg-after-destroy-errors-without "rc=$rc $out"
 NCCLGUARD_LOG=trace g dad --dereg-after-destroy
 [ $rc = 0 ] && lhas dad 'fn=ncclCommWindowDeregister .*decision=noop reason=comm_destroyed' \
   && pass dereg-after-destroy-noop || fail dereg-after-destroy-noop "$(why dad)"
-# ncclCommDestroy deregisters the remaining windows itself, through the public symbol (FACTS 2, 4)
+# ncclCommDestroy deregisters the remaining windows itself, through the public symbol (docs/NCCL.md §6)
 lhas dad 'fn=ncclCommWindowDeregister .*decision=internal' && pass nccl-internal-calls-pass-through \
   || fail nccl-internal-calls-pass-through "no internal deregistration seen (fake ncclCommDestroy calls it through the PLT)"
 

@@ -1,6 +1,6 @@
 /* Fake CUDA driver: memory. cuMemAlloc memory is plain host memory (like cudaMalloc: NOT VMM);
  * the VMM API (cuMemCreate/cuMemAddressReserve/cuMemMap) is modelled with memfd + mmap, so
- * cuMemRetainAllocationHandle succeeds only for VMM-mapped memory (FACTS 4). */
+ * cuMemRetainAllocationHandle succeeds only for VMM-mapped memory (docs/NCCL.md §2). */
 #define _GNU_SOURCE
 #include "fake_cuda_int.h"
 #include <errno.h>
@@ -308,7 +308,7 @@ EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
 }
 
 /* Succeeds only for VMM-mapped memory: this is how NCCL (and ncclguard) tell VMM memory from
- * cudaMalloc memory (FACTS 4). */
+ * cudaMalloc memory (docs/NCCL.md §2). */
 EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
   if (!handle) return CUDA_ERROR_INVALID_VALUE;

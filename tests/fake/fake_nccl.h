@@ -1,5 +1,5 @@
 /* Internal interface of the fake NCCL (libnccl.so.2). See README.md for what is modelled and
- * which FACTS.md section each behaviour comes from. */
+ * which section of docs/NCCL.md or docs/PYTORCH.md each behaviour comes from. */
 #ifndef FAKE_NCCL_H
 #define FAKE_NCCL_H
 #include <cuda.h>
@@ -37,7 +37,7 @@ int fn_version(void);
 int fn_env_int(const char *name, int dflt);
 /* An NCCL_* parameter as NCCL reads it: strtoll base 0, once per process, default if unparsable. */
 long long fn_param(const char *name, long long dflt);
-/* Symmetric support of a communicator (docs/NCCL.md): per version from NCCL_WIN_ENABLE,
+/* Symmetric support of a communicator (docs/NCCL.md §1): per version from NCCL_WIN_ENABLE,
  * NCCL_CUMEM_ENABLE, NCCL_P2P_DISABLE (before 2.28.7), the rank count and NVML's P2P status. */
 int fn_symmetric(struct ncclComm *c);
 void fn_trace(const char *fn, ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -1,6 +1,6 @@
 /* Fake NVML (libnvidia-ml.so.1): the device count and the P2P status that NCCL 2.28.7+ bases its
  * symmetric support on (isAllCudaP2p: NVML's P2P read and write status of every pair of local
- * GPUs; docs/NCCL.md). The fake NCCL and ncclguard both read it through these functions.
+ * GPUs; docs/NCCL.md §1). The fake NCCL and ncclguard both read it through these functions.
  *   FAKE_CUDA_DEVICES  device count (default 8, as the fake driver); every pair reports NVML_P2P_STATUS_OK */
 #include <stdlib.h>
 

@@ -1,7 +1,7 @@
 /* Fake NCCL: collectives and send/recv. The host call only enqueues a host function on the
  * stream (cuLaunchHostFunc), so collectives are asynchronous like real ones: the stream's
  * worker meets the peers in the communicator's segment and computes the result. A peer that
- * never arrives leaves the stream busy forever (FACTS 3 hang); cuStreamQuery says not ready. */
+ * never arrives leaves the stream busy forever (docs/NCCL.md §7, the hang); cuStreamQuery says not ready. */
 #define _GNU_SOURCE
 #include "fake_nccl.h"
 #include <stdio.h>

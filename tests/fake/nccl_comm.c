@@ -383,7 +383,7 @@ ncclResult_t pncclCommFinalize(ncclComm_t comm)
 FN_ALIAS(ncclCommFinalize);
 
 /* Free local resources. Like NCCL, this calls the public ncclCommWindowDeregister and
- * ncclCommDeregister (through the PLT: an LD_PRELOAD library receives them, FACTS 2/4). */
+ * ncclCommDeregister (through the PLT: an LD_PRELOAD library receives them, docs/NCCL.md §6). */
 static ncclResult_t teardown(struct ncclComm *c, int final_state)
 {
   for (;;) {

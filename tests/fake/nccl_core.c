@@ -18,7 +18,7 @@
 
 __thread int fn_depth;
 
-/* NCCL reads its environment once per process and caches it (FACTS 4). */
+/* NCCL reads its environment once per process and caches it (docs/NCCL.md §1, §6). */
 int fn_env_int(const char *name, int dflt)
 {
   const char *e = getenv(name);
@@ -188,7 +188,7 @@ int fn_win_known(struct ncclWindow_vidmem *w)
   return f != NULL;
 }
 
-/* Call-time check of a communicator (FACTS 3: a nonblocking comm in progress answers
+/* Call-time check of a communicator (docs/NCCL.md §7: a nonblocking comm in progress answers
  * ncclInvalidArgument "Attempt to use communicator before the previous operation returned
  * ncclSuccess"). Destroyed/aborted comms are kept as tombstones so this is defined. */
 ncclResult_t fn_check_comm(struct ncclComm *c, int allow_revoked)
@@ -354,7 +354,7 @@ ncclResult_t fn_shm_attach(struct ncclComm *c, const char *name, int nranks)
 }
 
 /* Bootstrap exchange, two-phase: post this rank's record for generation gen, then complete
- * (wait for every rank's record). No timeout, like NCCL's bootstrap (FACTS 3/4). Up to
+ * (wait for every rank's record). No timeout, like NCCL's bootstrap (docs/NCCL.md §4, §7). Up to
  * FN_XSLOTS generations may be outstanding, so one thread can drive several exchanges. */
 ncclResult_t fn_xpost(struct ncclComm *c, uint64_t gen, const void *rec, size_t len)
 {

@@ -156,7 +156,7 @@ FN_ALIAS(ncclGroupEnd);
 
 /* Ends the group like ncclGroupEnd (depth down, group state reset); the queued registrations
  * are still performed (with their exchanges), collectives are not launched (NCCL source,
- * group.cc; docs/NCCL.md). */
+ * group.cc; docs/NCCL.md §4). */
 ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 {
   ENTER();

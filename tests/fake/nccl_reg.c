@@ -1,5 +1,5 @@
 /* Fake NCCL: memory (ncclMemAlloc through the VMM API), buffer registration, window
- * registration (FACTS 1, 3, 4) and device communicators. */
+ * registration (docs/NCCL.md §2, §3, §6, §7) and device communicators. */
 #define _GNU_SOURCE
 #include "fake_nccl.h"
 #include <dlfcn.h>
@@ -127,7 +127,7 @@ FN_ALIAS(ncclCommDeregister);
 struct reg_arg {
   void *buff;
   size_t size;
-  ncclWindow_t *win;    /* the caller's own pointer: written at group end (FACTS 4) */
+  ncclWindow_t *win;    /* the caller's own pointer: written at group end (docs/NCCL.md §6) */
   int flags;
   int skip;             /* decided locally, no exchange: 1 = NULL window, 2 = local handle, 3 = *win untouched */
   int in_group;         /* issued inside the application's ncclGroupStart/End */
@@ -220,7 +220,7 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
   if (!fn_symmetric(c)) {
     /* no exchange, any buffer: 2.27 a window over a local registration (NULL when
      * NCCL_LOCAL_REGISTER=0 or cuMem is off), 2.28 the local registration handle (*win untouched
-     * when NCCL_LOCAL_REGISTER=0), 2.29+ a NULL window (FACTS 3, 7; NVIDIA/nccl#1963) */
+     * when NCCL_LOCAL_REGISTER=0), 2.29+ a NULL window (docs/NCCL.md §1, §8; NVIDIA/nccl#1963) */
     int lr = fn_param("NCCL_LOCAL_REGISTER", 1) != 0;
     a->skip = v < 22800 ? (lr && cumem_on() ? 2 : 1) : v < 22900 ? (lr ? 2 : 3) : 1;
     return ncclSuccess;
@@ -267,10 +267,10 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
   }
   CUmemGenericAllocationHandle h;
   CUresult cr = cuMemRetainAllocationHandle(&h, a->buff);
-  if (cr != CUDA_SUCCESS) { /* cudaMalloc memory (FACTS 3/4): this rank leaves, peers wait forever */
-    /* inside a group the communicator is left damaged (FACTS 3: the next group fails with an
+  if (cr != CUDA_SUCCESS) { /* cudaMalloc memory (docs/NCCL.md §2, §7): this rank leaves, peers wait forever */
+    /* inside a group the communicator is left damaged (docs/NCCL.md §7: the next group fails with an
      * internal error); alone, a later ncclMemAlloc registration and a device communicator work
-     * (FACTS 7, measured on 2.28.9) */
+     * (docs/NCCL.md §8, measured on 2.28.9) */
     if (a->in_group) {
       c->damaged = 1;
       __atomic_store_n(&c->async, ncclUnhandledCudaError, __ATOMIC_RELEASE);
@@ -279,7 +279,7 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
   }
   cuMemRelease(h);
   /* Reserve address space for the peers' mappings: a potentially unsafe call that fails under
-   * a global stream capture (FACTS 3); 2.30.7 fixed it (modelled with relaxed capture mode). */
+   * a global stream capture (docs/NCCL.md §7, §8); 2.30.7 fixed it (modelled with relaxed capture mode). */
   a->va_size = (a->size + MB2 - 1) / MB2 * MB2;
   CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
   if (v >= 23007) cuThreadExchangeStreamCaptureMode(&m);
@@ -317,24 +317,24 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
   int v = fn_version();
   ncclResult_t r = ncclSuccess;
   if (!comm && v < 22900) {
-    /* 2.27/2.28 read through the NULL communicator: a real SIGSEGV kills the process (FACTS 1).
+    /* 2.27/2.28 read through the NULL communicator: a real SIGSEGV kills the process (docs/NCCL.md §3).
      * This is the fault being modelled, on purpose. */
     struct ncclComm *volatile cp = comm;
     r = (ncclResult_t)*(volatile int *)&cp->state;
   }
   if (!comm) { fn_set_error("comm argument is NULL"); r = ncclInvalidArgument; goto out; }
-  if (v >= 22900 && (!win || !buff || size == 0)) { /* FACTS 4 */
+  if (v >= 22900 && (!win || !buff || size == 0)) { /* docs/NCCL.md §3 */
     fn_set_error("%s", !win ? "win argument is NULL" : !buff ? "buff argument is NULL" : "size argument is 0");
     r = ncclInvalidArgument;
     goto out;
   }
   if ((r = fn_check_comm(comm, 0)) != ncclSuccess) goto out;
-  if (!win || !buff || size == 0) goto out; /* 2.28: success, *win untouched (FACTS 4) */
+  if (!win || !buff || size == 0) goto out; /* 2.28: success, *win untouched (docs/NCCL.md §3) */
   struct reg_arg *a = calloc(1, sizeof *a);
   a->buff = buff; a->size = size; a->win = win; a->flags = winFlags; a->in_group = fn_in_group();
   struct fn_op *op = fn_op_new(comm, 1, reg_stage, reg_finish, a);
   if (op) op->on_simulate = 1;
-  /* 2.28+ defer the work to group end (FACTS 4); 2.27 registers inside the call */
+  /* 2.28+ defer the work to group end (docs/NCCL.md §6); 2.27 registers inside the call */
   r = v >= 22800 ? fn_submit(op) : fn_run_now(op);
   /* On a nonblocking communicator real NCCL 2.28.9 returns ncclSuccess here and finishes in the
    * background (ncclCommGetAsyncError says ncclInProgress until then; measured on 2 x H200, see
@@ -347,16 +347,16 @@ out:
 }
 FN_ALIAS(ncclCommWindowRegister);
 
-/* Local, not collective (FACTS 4). */
+/* Local, not collective (docs/NCCL.md §4). */
 ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
 {
   ENTER();
   ncclResult_t r = ncclSuccess;
   if (!comm) { fn_set_error("comm argument is NULL"); r = ncclInvalidArgument; goto out; }
   if (!fn_comm_known(comm)) { fn_set_error("invalid communicator %p", (void *)comm); r = ncclInvalidArgument; goto out; }
-  if (!win) goto out; /* FACTS 3: NULL window -> success */
+  if (!win) goto out; /* docs/NCCL.md §7: NULL window -> success */
   int st = __atomic_load_n(&comm->state, __ATOMIC_ACQUIRE);
-  if (st == ST_DESTROYED || st == ST_ABORTED) { /* FACTS 2: after ncclCommDestroy */
+  if (st == ST_DESTROYED || st == ST_ABORTED) { /* docs/PYTORCH.md §3: after ncclCommDestroy */
     fn_set_error("Cuda failure 101 'invalid device ordinal'");
     r = ncclUnhandledCudaError;
     goto out;

@@ -187,7 +187,7 @@ int main(int argc, char **argv)
     if (r != ncclSuccess && r != ncclInProgress) FAIL("register on ready nonblocking comm -> %d", (int)r);
     do { NCHECK(ncclCommGetAsyncError(c, &a), ncclSuccess); usleep(1000); } while (a == ncclInProgress);
     if (a != ncclSuccess || !w) FAIL("registration: async %d win %p", (int)a, (void *)w);
-  } else if (!strcmp(mode, "asym")) { /* FACTS 3: must hang (the caller bounds it with timeout) */
+  } else if (!strcmp(mode, "asym")) { /* docs/NCCL.md §7: must hang (the caller bounds it with timeout) */
     kind_of[0] = 0; kind_of[1] = 1;
     run_threads(reg_rank);
     FAIL("asymmetric registration returned on both ranks");
@@ -213,7 +213,7 @@ int main(int argc, char **argv)
     ncclResult_t r = ncclCommWindowRegister(NULL, buf, 1 << 21, &w, 0);
     printf("nullcomm -> %d (%s)\n", (int)r, ncclGetLastError(NULL));
     NCHECK(r, ncclInvalidArgument);
-  } else if (!strcmp(mode, "capture")) { /* FACTS 3; argv[2] = expected result (0 or 1) */
+  } else if (!strcmp(mode, "capture")) { /* docs/NCCL.md §7; argv[2] = expected result (0 or 1) */
     ncclComm_t c = one_rank();
     void *buf;
     NCHECK(ncclMemAlloc(&buf, 1 << 21), ncclSuccess);
@@ -232,7 +232,7 @@ int main(int argc, char **argv)
     } else if (r != ncclSuccess || e != cudaSuccess || !w) {
       FAIL("want success under capture");
     }
-  } else if (!strcmp(mode, "destroy")) { /* FACTS 2 */
+  } else if (!strcmp(mode, "destroy")) { /* docs/PYTORCH.md §3 */
     ncclComm_t c = one_rank();
     void *buf, *h;
     NCHECK(ncclMemAlloc(&buf, 1 << 21), ncclSuccess);
