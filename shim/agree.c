@@ -451,7 +451,7 @@ static int status_reason(int s) {
     case NG_AGREE_TIMEOUT: return NG_R_TIMEOUT;
     case NG_AGREE_STEP: return NG_R_OUT_OF_STEP;
     case NG_AGREE_ABORTED: return NG_R_COMM_DESTROYED;
-    default: return NG_R_NCCL_ERROR;
+    default: return NG_R_AGREE_FAILED;
   }
 }
 

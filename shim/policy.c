@@ -250,7 +250,7 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
 
 static void vote_failed(struct ng_regreq* r, const struct ng_vote* vt, ncclResult_t a) {
   int reason = vt->status == NG_AGREE_TIMEOUT ? NG_R_TIMEOUT : vt->status == NG_AGREE_STEP ? NG_R_OUT_OF_STEP
-               : vt->status == NG_AGREE_ABORTED ? NG_R_COMM_DESTROYED : NG_R_NCCL_ERROR;
+               : vt->status == NG_AGREE_ABORTED ? NG_R_COMM_DESTROYED : NG_R_AGREE_FAILED;
   error_out(r, reason, a == ncclSuccess ? ncclInternalError : a);
   r->local_reason = reason;
 }
@@ -285,7 +285,8 @@ static int voted(const struct ng_regreq* r) {
   return r->decision == NG_D_REGISTER || r->decision == NG_D_DEGRADE ||
          (r->decision == NG_D_ERROR && r->agreed_reason != NG_R_TIMEOUT && r->agreed_reason != NG_R_OUT_OF_STEP &&
           r->agreed_reason != NG_R_COMM_DESTROYED && r->agreed_reason != NG_R_COMM_BROKEN &&
-          r->agreed_reason != NG_R_NOT_READY && r->agreed_reason != NG_R_NCCL_ERROR);
+          r->agreed_reason != NG_R_NOT_READY && r->agreed_reason != NG_R_NCCL_ERROR &&
+          r->agreed_reason != NG_R_AGREE_FAILED);
 }
 
 /* The "go" round, over every request that went through the vote (the same set on every rank). It
@@ -483,7 +484,7 @@ static void report(struct ng_regreq* r) {
     default:
       ng_stat_add(NG_ST_ERRORS, 1);
       if (reason == NG_R_TIMEOUT || reason == NG_R_OUT_OF_STEP || reason == NG_R_COMM_BROKEN ||
-          reason == NG_R_COMM_DESTROYED || reason == NG_R_NOT_READY)
+          reason == NG_R_COMM_DESTROYED || reason == NG_R_NOT_READY || reason == NG_R_AGREE_FAILED)
         snprintf(msg, sizeof msg, "not registered: %s", ng_reason_advice(reason));
       else if (r->cv.has_devcomm && reason != NG_R_NCCL_ERROR && reason != NG_R_NULL_WIN)
         snprintf(msg, sizeof msg, "registration cannot go ahead (%s: %s) and %s", ng_reason_name(reason),

@@ -74,6 +74,7 @@ REASONS = (
     ("out_of_step", "WARN", "lib"),
     ("comm_broken", "WARN", "lib"),
     ("comm_suspended", "INFO", "lib"),
+    ("agree_failed", "WARN", "lib"),
     ("lazy_comm", "INFO", "hook"),
     ("warmup_no_comm", "WARN", "hook"),
     ("comm_exists", "INFO", "hook"),
