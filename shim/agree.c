@@ -24,8 +24,10 @@
 
 #include "guard.h"
 
-/* header: round, -round, count, -count, then the host id as 4 x 16 bits, then their negations */
-#define NG_HDR 12
+/* header: round, -round, count, -count, then the host id as 4 x 16 bits, then their negations, then
+ * the communicator's cid likewise (the ranks that named it differently adopt the largest: a rank that
+ * joined through ncclCommGrow knows only the unique id, the others only the parent) */
+#define NG_HDR 20
 
 static void nap(double* us) {
   struct timespec ts = {0, (long)(*us * 1000)};
@@ -499,9 +501,13 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
     int32_t* h = q->res.host;
     h[0] = q->round, h[1] = -q->round, h[2] = q->count, h[3] = -q->count;
     pthread_once(&host_once, host_init);
+    struct ng_commview cv;
+    ng_reg_comm_get(q->comm, &cv);
     for (int k = 0; k < 4; k++) {
       h[4 + k] = (int32_t)((host_id >> (16 * k)) & 0xffff);
       h[8 + k] = -h[4 + k];
+      h[12 + k] = (int32_t)((cv.cid >> (16 * k)) & 0xffff);
+      h[16 + k] = -h[12 + k];
     }
     for (int i = 0, k = 0; i < n; i++)
       if (gi[i] == j) memcpy(h + NG_HDR + (size_t)(k++) * NG_NVOTE, votes[i].v, sizeof votes[i].v);
@@ -577,6 +583,21 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
                    "%s: ranks out of step on communicator %p: this rank ran round %d with %d registration(s), "
                    "the ranks ran rounds %d..%d with %d..%d", what, (void*)g[j].comm, (int)g[j].round, g[j].count,
                    (int)-h[1], (int)h[0], (int)-h[3], (int)h[2]);
+      }
+    }
+    for (int j = 0; j < ng; j++) { /* one name for the communicator on every rank */
+      const int32_t* h = g[j].res.host;
+      if (g[j].status != NG_AGREE_OK) continue;
+      int same = 1;
+      uint64_t cid = 0;
+      for (int k = 0; k < 4; k++) same &= h[12 + k] == -h[16 + k], cid |= (uint64_t)(uint16_t)h[12 + k] << (16 * k);
+      struct ng_commview cv;
+      ng_reg_comm_get(g[j].comm, &cv);
+      if (!same && cid != cv.cid) {
+        ng_log_msg(NG_LOG_INFO, g[j].dev, "agree", "communicator %p: its ranks named it differently; cid %016llx "
+                   "from now on (was %016llx here)", (void*)g[j].comm, (unsigned long long)cid,
+                   (unsigned long long)cv.cid);
+        ng_reg_comm_set_cid(g[j].comm, cid);
       }
     }
     for (int j = 0; j < ng; j++) g[j].count = 0; /* reused as the position within the group */

@@ -199,6 +199,7 @@ void ng_reg_comm_set_broken(ncclComm_t comm, int reason);
 void ng_reg_comm_set_aborting(ncclComm_t comm, int on);
 void ng_reg_comm_set_suspended(ncclComm_t comm, int on);
 void ng_reg_comm_stuck(ncclComm_t comm, int delta);
+void ng_reg_comm_set_cid(ncclComm_t comm, uint64_t cid);
 /* 1 unless the communicator is being aborted/destroyed or is gone: ncclguard may call NCCL on it. */
 int ng_reg_comm_usable(ncclComm_t comm);
 /* Agreement resources of a communicator, created by agree.c: a private stream, device scratch and

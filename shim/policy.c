@@ -275,6 +275,9 @@ static void phase_vote(struct ng_regreq* reqs, int n, struct ng_vote* votes) {
                    (void*)r->comm, ng_result_name(a), ng_now_us() - t0);
       r->cv.warmed = 1;
     }
+    struct ng_commview now;
+    ng_reg_comm_get(r->comm, &now);
+    r->cv.cid = now.cid; /* the round may have given it the name its ranks agree on */
     if (vt->status != NG_AGREE_OK) vote_failed(r, vt, a);
     else decide(r, vt);
   }

@@ -186,6 +186,13 @@ void ng_reg_comm_set_suspended(ncclComm_t comm, int on) {
   pthread_mutex_unlock(&lock);
 }
 
+void ng_reg_comm_set_cid(ncclComm_t comm, uint64_t cid) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  if (e) e->v.cid = cid;
+  pthread_mutex_unlock(&lock);
+}
+
 void ng_reg_comm_stuck(ncclComm_t comm, int delta) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);

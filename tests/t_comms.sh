@@ -3,7 +3,8 @@
 # rank) creates one through each function, registers a window on it and all-reduces on it. Without
 # ncclguard the scenario itself must work; with it, each rank's log must show the creation (fn=,
 # result, rank, size, device, parent cid where there is a parent) and a registration agreed on the
-# new communicator under the same cid.
+# new communicator under one cid on every rank (ncclCommGrow: the ranks that knew only the parent or
+# only the unique id named it differently at creation; the first agreement round makes one name).
 . "$NG_ROOT/tests/lib.sh"
 F=$PROGS/faults
 export NCCLGUARD_TIMEOUT=${NCCLGUARD_TIMEOUT:-8}
@@ -22,7 +23,7 @@ check_mode() {
   [ $rc = 0 ] && [ "$(echo "$out" | grep -c "RESULT ok .*$m=ncclSuccess .*reg=ncclSuccess win=set .*sum=ok")" = "$(echo $members | wc -w)" ] \
     && pass "comms-$m-registers-with-ncclguard" || fail "comms-$m-registers-with-ncclguard" "rc=$rc $(echo "$out" | tr '\n' ' ') $(tail -3 "$T/$m.err")"
 
-  created_ok=1 reg_ok=1 why="" cids=""
+  created_ok=1 reg_ok=1 why="" cids="" regcids=""
   for r in $members; do
     # this rank's log: the one whose creation line says rank=r
     f=$(grep -l "fn=$fn .*rank=$r nranks=$size " "$T/$m".*.log 2>/dev/null | head -1)
@@ -39,22 +40,22 @@ check_mode() {
                 [ -n "$pc" ] && [ "$parent" = "$pc" ] || { created_ok=0; why="$why rank $r: parent=$parent, the parent's cid is $pc;"; } ;;
       *) [ -z "$parent" ] || { created_ok=0; why="$why rank $r: parent=$parent on a communicator without one;"; } ;;
     esac
-    # the registration on the new communicator: its first agreement round, then registered, same cid
-    grep -q "fn=warmup msg=\"first agreement round on communicator $comm " "$f" \
-      && grep -Eq "\[$r\] NCCLGUARD INFO fn=ncclCommWindowRegister comm=$comm cid=$cid rank=$r nranks=$size .*decision=register reason=ok" "$f" \
+    # the registration on the new communicator: its first agreement round, then registered under the
+    # creation's cid, or under the agreed one after a line saying the ranks named it differently
+    rl=$(grep -E "\[$r\] NCCLGUARD INFO fn=ncclCommWindowRegister comm=$comm cid=[0-9a-f]+ rank=$r nranks=$size .*decision=register reason=ok" "$f" | head -1)
+    rcid=$(field "$rl" cid)
+    regcids="$regcids $rcid"
+    grep -q "fn=warmup msg=\"first agreement round on communicator $comm " "$f" && [ -n "$rl" ] \
+      && { [ "$rcid" = "$cid" ] || grep -q "fn=agree msg=\"communicator $comm: its ranks named it differently; cid $rcid from now on (was $cid here)" "$f"; } \
       || { reg_ok=0; why="$why rank $r: no agreed registration on $comm cid=$cid: $(grep -m2 'fn=ncclCommWindowRegister\|fn=agree' "$f" | tr '\n' ' ');"; }
   done
   [ $created_ok = 1 ] && pass "comms-$m-creation-logged" || fail "comms-$m-creation-logged" "$why"
   [ $reg_ok = 1 ] && pass "comms-$m-window-agreed-on-new-comm" || fail "comms-$m-window-agreed-on-new-comm" "$why"
-  n=$(echo $cids | tr ' ' '\n' | sort -u | grep -c .)
-  if [ "$n" = 1 ]; then pass "comms-$m-cid-same-on-every-rank"
-  elif [ "$m" = grow ]; then
-    # KNOWN DEFECT, left to the owners of shim/wrap_comm.c: ncclCommGrow's cid is FNV(unique id) where
-    # the call passes the id (the root and the new ranks) and derived from the parent elsewhere (the
-    # other existing ranks), so the ranks name one communicator by different cids. Becomes a check
-    # (pass) by itself once they agree.
-    echo "# skip comms-grow-cid-same-on-every-rank: known defect in shim/wrap_comm.c (the ranks log cids$cids)"
-  else fail "comms-$m-cid-same-on-every-rank" "cids:$cids"
+  # one name on every rank once the ranks met (the registration); at creation too, except for Grow
+  n=$(echo $regcids | tr ' ' '\n' | sort -u | grep -c .)
+  n0=$(echo $cids | tr ' ' '\n' | sort -u | grep -c .)
+  if [ "$n" = 1 ] && { [ "$n0" = 1 ] || [ "$m" = grow ]; }; then pass "comms-$m-cid-same-on-every-rank"
+  else fail "comms-$m-cid-same-on-every-rank" "at creation:$cids; at registration:$regcids"
   fi
 }
 
