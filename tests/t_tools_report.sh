@@ -19,6 +19,14 @@ if ! command -v "$PY" >/dev/null 2>&1; then echo "# skip tools-report: no $PY"; 
 if diff -u "$HOOK/_schema.py" "$T/schema.py" >"$T/d1" && diff -u "$NG_ROOT/docs/LOG.md" "$T/LOG.md" >"$T/d2"; then
   pass tables-generated-files-current
 else fail tables-generated-files-current "stale (run make tables): $(head -c 400 "$T/d1" "$T/d2" | tr '\n' '|')"; fi
+# the hook's table of variables is committed too (the hook runs from a checkout nobody built: without
+# it the hook would stay off): the committed copy is what genvars makes of shim/vars.def now
+if git -C "$NG_ROOT" rev-parse --verify -q HEAD >/dev/null 2>&1; then
+  "$B/genvars" --py >"$T/vars.py" 2>&1
+  if git -C "$NG_ROOT" show HEAD:tools/python/ncclguard_hook/_vars.py 2>/dev/null | diff -u - "$T/vars.py" >"$T/d3"; then
+    pass tables-hook-vars-committed-current
+  else fail tables-hook-vars-committed-current "commit the regenerated tools/python/ncclguard_hook/_vars.py: $(head -c 300 "$T/d3" | tr '\n' '|')"; fi
+fi
 
 out=$("$PY" "$H/sources.py" "$NG_ROOT" 2>&1)
 case "$out" in good*) pass "tables-sources-use-only-table-keys-and-reasons $(echo "$out" | sed "s/^good //")" ;;

@@ -3,7 +3,8 @@
 # Neither binary has a NEEDED entry on libcuda or libnccl: the doctor dlopens them.
 # The table of NCCLGUARD_* variables (shim/vars.def) reaches the other languages through genvars:
 # the launcher's options (built into $(BUILD)/ncclguard-run), the Python hook's table
-# (tools/python/ncclguard_hook/_vars.py, not tracked) and README.md's tables (make readme).
+# (tools/python/ncclguard_hook/_vars.py, committed so that the hook works from an unbuilt checkout;
+# tests/t_tools_report.sh checks it is current) and README.md's tables (make readme).
 TOOLS_BIN = $(BUILD)/ncclguard-run $(BUILD)/ncclguard-doctor $(BUILD)/ncclguard-report
 GENVARS = $(BUILD)/genvars
 VARS_SH = $(BUILD)/ncclguard-vars.sh
