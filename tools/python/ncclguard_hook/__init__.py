@@ -27,6 +27,8 @@ def enabled():
     read as the library reads them (_config, from the table shim/vars.def)."""
     from . import _config
     warnings = []
+    if not _config.available():  # _vars.py missing (a damaged install): say so, keep the default (on)
+        return True, ["the hook's table of variables (_vars.py) is missing: NCCLGUARD_* are read as their defaults"]
     on, bad = _config.get("NCCLGUARD_PYHOOK")
     if bad is not None:
         warnings.append(bad)
