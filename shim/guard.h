@@ -322,6 +322,7 @@ struct ng_regreq {
   int agreed_reason;
   int first_bad_rank;
   int relaxed;      /* register with this thread in relaxed capture mode */
+  int sym_all;      /* the vote: every rank's rules say NCCL takes its symmetric path */
   int decision;
   ncclResult_t result;
   double t0;

@@ -227,6 +227,7 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
   /* symmetric path on every rank, by every rank's rules (and on one host where they need it) */
   int sym = v[NG_VOTE_SYM_YES] && !v[NG_VOTE_SYM_NO] && !v[NG_VOTE_SYM_UNKNOWN] &&
             (!v[NG_VOTE_ONE_NODE] || vt->one_host);
+  r->sym_all = sym;
   unsigned facts = (unsigned)v[NG_VOTE_FACTS];
   int reason = lowest_reason(always), bad = v[NG_VOTE_FIRST_BAD];
   if (!reason && sym && facts) reason = lowest_reason(facts), bad = v[NG_VOTE_FACTS_FIRST_BAD];
@@ -405,6 +406,19 @@ static void nccl_failed(struct ng_regreq* r, ncclResult_t agreed, int here) {
   }
 }
 
+/* NCCL 2.28.3 - 2.30.x end a symmetric registration with a bootstrap barrier that every rank
+ * reaches only after all of its own fallible steps (src/dev_runtime.cc, ncclDevrWindowRegisterInGroup:
+ * ... symWindowCreate, cudaStreamSynchronize, bootstrapBarrier; read at the release tags): there,
+ * success on one rank means success on every rank, and a rank where NCCL failed has peers that failed
+ * too (they then meet in the outcome round) or wait in that barrier (its outcome round times out,
+ * as it would anyway). So only the ranks where NCCL failed run the outcome round, for a single
+ * registration that every rank's rules send down that path; everywhere else (2.27, local
+ * registration, a batch, other versions) every rank runs it. */
+static int outcome_by_barrier(const struct ng_regreq* r, int n) {
+  int v = r->rules.version;
+  return n == 1 && r->sym_all && v >= 22803 && v < 23100;
+}
+
 static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, int use_agree) {
   int ngo = 0;
   for (int i = 0; i < n; i++) ngo += reqs[i].decision == NG_D_REGISTER;
@@ -414,6 +428,7 @@ static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, 
       if (reqs[i].decision == NG_D_REGISTER && reqs[i].result != ncclSuccess) nccl_failed(&reqs[i], reqs[i].result, 1);
     return;
   }
+  if (outcome_by_barrier(&reqs[0], n) && reqs[0].decision == NG_D_REGISTER && reqs[0].result == ncclSuccess) return;
   int nv = 0;
   for (int i = 0; i < n; i++) {
     if (reqs[i].decision != NG_D_REGISTER) continue;

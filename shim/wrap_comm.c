@@ -163,8 +163,9 @@ NG_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devl
 static uint64_t child_cid(ncclComm_t parent, int which, int color) {
   struct ng_commview pv;
   ng_reg_comm_get(parent, &pv);
-  struct { uint64_t parent; int which, n, color; } key = {pv.cid, which, ng_reg_comm_next(parent, which), color};
-  return ng_fnv(NG_FNV_INIT, &key, sizeof key);
+  /* the fields one by one: a struct's padding bytes are not initialised (and would differ per rank) */
+  int32_t f[3] = {which, ng_reg_comm_next(parent, which), color};
+  return ng_fnv(ng_fnv(NG_FNV_INIT, &pv.cid, sizeof pv.cid), f, sizeof f);
 }
 
 NG_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
