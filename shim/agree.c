@@ -330,7 +330,7 @@ static ncclResult_t copy_back(struct grp* g, int ng) {
 struct launch_job {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int done, abandoned, n;
+  int done, abandoned, n, dev;
   ncclResult_t r, e;
   struct { ncclComm_t comm; ng_devptr buf; size_t len; ng_stream s; } it[];
 };
@@ -348,7 +348,12 @@ static void launch_run(struct launch_job* L) {
 static void* launch_main(void* p) {
   struct launch_job* L = p;
   int mode, relaxed = ng_cuda_relaxed_capture(&mode) == 0; /* as the caller's thread: never break a capture */
+  /* the communicator's device current, as on the caller's thread: NCCL's group end restores the
+   * device it found, and a fresh thread's "device 0" would create a context on GPU 0 */
+  ng_ctx saved;
+  int pushed = ng_cuda_push(L->dev, &saved) == 0;
   launch_run(L);
+  if (pushed) ng_cuda_pop(saved);
   if (relaxed) ng_cuda_restore_capture(mode);
   pthread_mutex_lock(&L->mu);
   L->done = 1;
@@ -387,6 +392,7 @@ static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclR
     return 0;
   }
   L->n = ng;
+  L->dev = g[0].dev;
   for (int j = 0; j < ng; j++) {
     L->it[j].comm = g[j].comm, L->it[j].buf = g[j].res.buf, L->it[j].len = g[j].len, L->it[j].s = g[j].res.s;
   }
@@ -421,7 +427,10 @@ static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclR
     pthread_cond_timedwait(&L->cv, &L->mu, &ts);
   }
   int done = L->done;
-  if (!done) L->abandoned = 1;
+  if (!done) { /* counted before the helper can see `abandoned` (it takes the count back when it returns) */
+    for (int j = 0; j < ng; j++) ng_reg_comm_stuck(g[j].comm, +1);
+    L->abandoned = 1;
+  }
   pthread_mutex_unlock(&L->mu);
   if (done) {
     *r = L->r, *e = L->e;
@@ -431,7 +440,6 @@ static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclR
     return 0;
   }
   for (int j = 0; j < ng; j++) {
-    ng_reg_comm_stuck(g[j].comm, +1);
     ng_log_msg(NG_LOG_WARN, g[j].dev, "agree",
                "%s: the first collective on communicator %p is still setting up its connections %.0f s after "
                "NCCLGUARD_TIMEOUT=%gs (a peer left, and NCCL does not end that wait): ncclguard stops waiting; that "

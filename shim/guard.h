@@ -352,6 +352,9 @@ void ng_log_call(int level, const char* fn, ncclComm_t comm, ncclResult_t res, d
 void ng_log_passed(const char* fn, ncclComm_t comm, ncclResult_t res, double t0, int why);
 /* A call on a communicator that is already destroyed or aborted: refused (NCCL would use freed memory). */
 ncclResult_t ng_refuse_gone(const char* fn, ncclComm_t comm, double t0);
+/* A call on a communicator with a call of ncclguard's still blocked inside NCCL (stuck): not passed to
+ * NCCL (concurrent calls on one communicator are undefined there); logged; returns `res`. */
+ncclResult_t ng_refuse_stuck(const char* fn, ncclComm_t comm, double t0, ncclResult_t res);
 
 /* Every wrapper starts here: 1 when the call must go straight to NCCL (NCCLGUARD_DISABLE, or
  * NCCL calling its own public symbol from inside a call we made), else counts the call. */

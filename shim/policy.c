@@ -416,7 +416,12 @@ static void nccl_failed(struct ng_regreq* r, ncclResult_t agreed, int here) {
  * registration, a batch, other versions) every rank runs it. */
 static int outcome_by_barrier(const struct ng_regreq* r, int n) {
   int v = r->rules.version;
-  return n == 1 && r->sym_all && v >= 22803 && v < 23100;
+  /* - 2.28.7+ only: before it a rank that ran the outcome round alone (a misjudged path: the
+   *   2.28 rules are rebuilt from NVML) would leave its all-reduce queued, with no revoke to stop it;
+   * - NCCL quick enough on this rank: a rank whose registration took near the deadline may have
+   *   been revoked in the barrier by ncclguard's watchdog while a slower peer completed it (that
+   *   peer must then learn it in the outcome round) */
+  return n == 1 && r->sym_all && v >= 22807 && v < 23100 && r->nccl_us < ng_cfg.timeout_s * 1e6 / 2;
 }
 
 static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, int use_agree) {
@@ -544,6 +549,7 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
   t = ng_now_us();
   phase_register(reqs, n);
   double nccl_us = ng_now_us() - t;
+  for (int i = 0; i < n; i++) reqs[i].nccl_us = nccl_us;
   t = ng_now_us();
   phase_outcome(reqs, n, votes, use_agree);
   agree_us += ng_now_us() - t;

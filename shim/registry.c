@@ -196,7 +196,7 @@ void ng_reg_comm_set_cid(ncclComm_t comm, uint64_t cid) {
 void ng_reg_comm_stuck(ncclComm_t comm, int delta) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);
-  if (e) e->v.stuck = e->v.stuck + delta < 0 ? 0 : e->v.stuck + delta;
+  if (e) e->v.stuck += delta;
   pthread_mutex_unlock(&lock);
 }
 

@@ -36,6 +36,16 @@ void ng_log_passed(const char* fn, ncclComm_t comm, ncclResult_t res, double t0,
               ok || !why ? NULL : ng_last_error(comm));
 }
 
+ncclResult_t ng_refuse_stuck(const char* fn, ncclComm_t comm, double t0, ncclResult_t res) {
+  if (res != ncclSuccess) ng_stat_add(NG_ST_ERRORS, 1);
+  char msg[400];
+  snprintf(msg, sizeof msg, "a call ncclguard made on this communicator is still blocked inside NCCL (its peers left "
+           "during its connection setup): %s is not passed to NCCL (two calls at once on one communicator are "
+           "undefined there); the communicator is not freed. Create a new communicator", fn);
+  ng_log_call(NG_LOG_WARN, fn, comm, res, t0, res == ncclSuccess ? NG_D_NOOP : NG_D_ERROR, NG_R_COMM_BROKEN, msg);
+  return res;
+}
+
 ncclResult_t ng_refuse_gone(const char* fn, ncclComm_t comm, double t0) {
   ng_stat_add(NG_ST_ERRORS, 1);
   char msg[200];
@@ -177,6 +187,7 @@ NG_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
   double t0 = ng_now_us();
   struct ng_commview pv;
   ng_reg_comm_get(comm, &pv);
+  if (comm && pv.stuck > 0) return ng_refuse_stuck("ncclCommSplit", comm, t0, ncclInvalidUsage);
   if (!comm || ng_comm_gone(&pv)) {
     ng_stat_add(NG_ST_ERRORS, 1);
     ng_log_call(NG_LOG_WARN, "ncclCommSplit", comm, ncclInvalidArgument, t0, NG_D_ERROR,
@@ -202,6 +213,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommShrink)(ncclComm_t comm, int* excludeRank
   double t0 = ng_now_us();
   struct ng_commview pv;
   ng_reg_comm_get(comm, &pv);
+  if (comm && pv.stuck > 0) return ng_refuse_stuck("ncclCommShrink", comm, t0, ncclInvalidUsage);
   if (!comm || ng_comm_gone(&pv)) {
     ng_stat_add(NG_ST_ERRORS, 1);
     ng_log_call(NG_LOG_WARN, "ncclCommShrink", comm, ncclInvalidArgument, t0, NG_D_ERROR,
@@ -227,6 +239,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommGrow)(ncclComm_t comm, int nRanks, const 
   double t0 = ng_now_us();
   struct ng_commview pv;
   ng_reg_comm_get(comm, &pv);
+  if (comm && pv.stuck > 0) return ng_refuse_stuck("ncclCommGrow", comm, t0, ncclInvalidUsage);
   if (comm && ng_comm_gone(&pv)) {
     /* comm == NULL is valid here: it is how a new rank joins. */
     ng_stat_add(NG_ST_ERRORS, 1);
@@ -253,14 +266,9 @@ static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t c
   if (comm && cv.stuck > 0 && (ending || id == NG_ID_ncclCommFinalize)) {
     /* A call ncclguard made into NCCL on it never returned (agree.c, the launch): freeing the
      * communicator under it would make it use freed memory. It is left to the end of the process. */
-    char msg[400];
-    snprintf(msg, sizeof msg, "a call ncclguard made on this communicator is still blocked inside NCCL (its peers "
-             "left during its connection setup): %s skipped, the communicator is not freed (its resources go with "
-             "the process); create a new communicator", fn);
     if (ending) ng_reg_comm_tombstone(comm, new_state);
     else ng_reg_comm_set_state(comm, new_state);
-    ng_log_call(NG_LOG_WARN, fn, comm, ncclSuccess, t0, NG_D_NOOP, NG_R_COMM_BROKEN, msg);
-    return ncclSuccess;
+    return ng_refuse_stuck(fn, comm, t0, ncclSuccess);
   }
   /* From here ncclguard makes no call of its own on this communicator (another thread may be in an
    * agreement round on it: it stops at its next step). */
@@ -330,6 +338,7 @@ static ncclResult_t suspend_resume(const char* fn, ncclComm_t comm, int flags, i
   struct ng_commview cv;
   ng_reg_comm_get(comm, &cv);
   if (comm && ng_comm_gone(&cv)) return ng_refuse_gone(fn, comm, t0);
+  if (comm && cv.stuck > 0) return ng_refuse_stuck(fn, comm, t0, ncclInvalidUsage);
   ncclResult_t res;
   if (suspend) {
     if (comm) ng_reg_comm_set_suspended(comm, 1); /* first: no round may start on it from now */

@@ -85,6 +85,11 @@ static int dereg_answered(const char* fn, ncclComm_t comm, double t0, struct ng_
     *res = ncclSuccess;
     return 1;
   }
+  if (cv->stuck > 0) {
+    ng_stat_add(NG_ST_NOOPS, 1);
+    *res = ng_refuse_stuck(fn, comm, t0, ncclSuccess);
+    return 1;
+  }
   return 0;
 }
 
@@ -198,6 +203,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclDevCommCreate)(ncclComm_t comm, struct ncclDe
     return ncclInvalidArgument;
   }
   ng_reg_comm_get(comm, &cv);
+  if (cv.stuck > 0) return ng_refuse_stuck("ncclDevCommCreate", comm, t0, ncclInvalidUsage);
   if (cv.ndegraded > 0) {
     /* Device code reads windows unchecked (docs/PYTORCH.md §3): a NULL window there is an illegal address. */
     ng_stat_add(NG_ST_ERRORS, 1);

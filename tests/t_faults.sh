@@ -26,6 +26,11 @@ NCCLGUARD_TIMEOUT=2 f late-out late --late 4 --timeout 25
 [ $rc != 124 ] && [ "$(nres fail)" = 2 ] && [ "$secs" -le 12 ] && lhas late-out 'reason=timeout' \
   && pass late-peer-past-timeout-bounded-error || fail late-peer-past-timeout-bounded-error "$(why late-out)"
 lhas late-out 'revoked by ncclguard' && pass timeout-revokes-communicator || fail timeout-revokes-communicator "$(why late-out)"
+# the late rank's first round stays blocked in NCCL's connection setup (the fake, as NCCL 2.28.9): it is
+# abandoned, and the application's ncclCommAbort of that communicator does not reach NCCL under it
+lhas late-out 'is still setting up its connections .* ncclguard stops waiting' \
+  && lhas late-out 'fn=ncclCommAbort .*result=ncclSuccess .*decision=noop reason=comm_broken msg="a call ncclguard made on this communicator is still blocked inside NCCL' \
+  && pass late-peer-stuck-round-abandoned-comm-not-freed || fail late-peer-stuck-round-abandoned-comm-not-freed "$(logs late-out | grep -E 'WARN' | head -4)"
 # without revoke (NCCL < 2.28.7, the fake-legacy build): still bounded on every rank
 NCCLGUARD_TIMEOUT=2 FAKE="$B/fake-legacy" f late-legacy late --late 4 --timeout 25
 [ $rc != 124 ] && [ "$(nres fail)" = 2 ] && [ "$secs" -le 12 ] && ! lhas late-legacy 'revoked by ncclguard' \
