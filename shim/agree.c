@@ -332,7 +332,9 @@ struct launch_job {
   pthread_cond_t cv;
   int done, abandoned, n, dev;
   ncclResult_t r, e;
-  struct { ncclComm_t comm; ng_devptr buf; size_t len; ng_stream s; } it[];
+  /* res/held: the round's resources, handed to the job when the caller abandons it (they stay in use
+   * until the launch returns; the job, reachable from the blocked thread, keeps them) */
+  struct { ncclComm_t comm; ng_devptr buf; size_t len; ng_stream s; struct ng_agree_res res; int held; } it[];
 };
 
 static void launch_run(struct launch_job* L) {
@@ -361,7 +363,10 @@ static void* launch_main(void* p) {
   pthread_cond_signal(&L->cv);
   pthread_mutex_unlock(&L->mu);
   if (abandoned) { /* the caller gave up long ago: this call returned after all */
-    for (int j = 0; j < L->n; j++) ng_reg_comm_stuck(L->it[j].comm, -1);
+    for (int j = 0; j < L->n; j++) {
+      ng_reg_comm_stuck(L->it[j].comm, -1);
+      if (L->it[j].held) ng_reg_res_release(L->it[j].comm, &L->it[j].res);
+    }
     ng_log_msg(NG_LOG_WARN, -1, "agree", "an agreement all-reduce that ncclguard had given up on returned after all (%s)",
                ng_result_name(L->r != ncclSuccess ? L->r : L->e));
     pthread_mutex_destroy(&L->mu);
@@ -428,7 +433,11 @@ static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclR
   }
   int done = L->done;
   if (!done) { /* counted before the helper can see `abandoned` (it takes the count back when it returns) */
-    for (int j = 0; j < ng; j++) ng_reg_comm_stuck(g[j].comm, +1);
+    for (int j = 0; j < ng; j++) {
+      ng_reg_comm_stuck(g[j].comm, +1);
+      L->it[j].res = g[j].res, L->it[j].held = g[j].held; /* the job owns them now */
+      g[j].held = 0;
+    }
     L->abandoned = 1;
   }
   pthread_mutex_unlock(&L->mu);
@@ -648,8 +657,8 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
         ret = st == NG_AGREE_TIMEOUT ? ncclSystemError : st == NG_AGREE_ABORTED ? ncclInvalidUsage
               : st == NG_AGREE_STEP  ? ncclInvalidUsage : (res != ncclSuccess ? res : ncclUnhandledCudaError);
     }
-    /* a launch that never returned may still use them one day: they stay owned by the communicator */
-    if (q->held && !abandoned) ng_reg_res_release(q->comm, &q->res);
+    /* (an abandoned launch's resources went to its job: released when that launch returns) */
+    if (q->held) ng_reg_res_release(q->comm, &q->res);
   }
   if (ret == ncclSuccess) ng_stat_add(NG_ST_AGREE, n);
   else

@@ -59,7 +59,7 @@ int ng_reg_pool_take(int dev, struct ng_agree_res* res) {
   int found = 0;
   pthread_mutex_lock(&lock);
   for (int i = npool - 1; i >= 0 && !found; i--) {
-    if (pool[i].dev != dev) continue;
+    if (pool[i].dev != dev || dev < 0) continue;
     *res = pool[i].res;
     pool[i] = pool[--npool];
     found = 1;
@@ -231,7 +231,7 @@ void ng_reg_res_release(ncclComm_t comm, const struct ng_agree_res* res) {
     e->agree_in_use = 0;
     int gone = e->v.state == NG_COMM_DESTROYED || e->v.state == NG_COMM_ABORTED;
     if (!gone) e->agree = *res;
-    else if (res->s && e->v.dev >= 0 && npool < NG_POOL)
+    else if (res->s && npool < NG_POOL) /* (a device never learnt, -1: kept, never handed out) */
       pool[npool++] = (struct pool_ent){e->v.dev, *res}; /* the pool hands out idle resources only */
     if (gone) memset(&e->agree, 0, sizeof e->agree);
     if (e->evict_pending) {
@@ -254,7 +254,8 @@ void ng_reg_comm_tombstone(ncclComm_t comm, int state) {
      * (one stream and a few KB per communicator were leaked before: a thread per stream too). */
     /* A round in flight keeps them: ng_reg_res_release hands them on when it ends. */
     if (!e->agree_in_use) {
-      if (e->agree.s && e->v.dev >= 0 && npool < NG_POOL) pool[npool++] = (struct pool_ent){e->v.dev, e->agree};
+      /* (a device never learnt, -1: kept there too, never handed out) */
+      if (e->agree.s && npool < NG_POOL) pool[npool++] = (struct pool_ent){e->v.dev, e->agree};
       memset(&e->agree, 0, sizeof e->agree); /* owned by the pool now (or dropped when it is full) */
     }
     ncclComm_t evict = tomb_ring[tomb_next % NG_TOMBSTONES];
