@@ -1,7 +1,10 @@
 /* Wrappers of communicator creation and destruction: they record each communicator (rank, size,
  * device, blocking, state, parent, cid) so the registration policy knows it, and refuse calls on
  * communicators that were already destroyed (NCCL would touch freed memory). */
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -255,6 +258,95 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommGrow)(ncclComm_t comm, int nRanks, const 
   return res;
 }
 
+/* ---- a bounded end of life for a communicator ncclguard revoked --------------------------------
+ * Measured on NCCL 2.28.9 (2 x H200, late-peer-past-timeout, tests/gpu/results/2026-12-01-*): after
+ * ncclguard's watchdog revoked a communicator whose first collective was setting up connections to
+ * a peer that never came, the application's ncclCommAbort never returned. NCCL alone would not have
+ * revoked there, so that abort is run from a thread of its own and waited for a bounded time; one
+ * still running then is left running (the communicator counts as stuck, see agree.c) and the call
+ * returns success with a WARN: the communicator is gone for the application either way. */
+struct eol_job {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done, abandoned;
+  enum ng_real_id id;
+  ncclComm_t comm;
+  ncclResult_t res;
+};
+
+static void eol_run(struct eol_job* J) {
+  ncclResult_t res;
+  if (J->id == NG_ID_ncclCommDestroy) NG_CALL(res, ncclCommDestroy, J->comm);
+  else NG_CALL(res, ncclCommAbort, J->comm);
+  J->res = res;
+}
+
+static void* eol_main(void* p) {
+  struct eol_job* J = p;
+  eol_run(J);
+  pthread_mutex_lock(&J->mu);
+  J->done = 1;
+  int abandoned = J->abandoned;
+  pthread_cond_signal(&J->cv);
+  pthread_mutex_unlock(&J->mu);
+  if (abandoned) {
+    ng_reg_comm_stuck(J->comm, -1);
+    pthread_mutex_destroy(&J->mu);
+    pthread_cond_destroy(&J->cv);
+    free(J);
+  }
+  return NULL;
+}
+
+/* The real destroy/abort; 1 when it was left running past the bound (*res then ncclSuccess). */
+static int eol_bounded(enum ng_real_id id, ncclComm_t comm, ncclResult_t* res) {
+  struct eol_job* J = calloc(1, sizeof *J);
+  pthread_t t;
+  pthread_attr_t a;
+  int threaded = 0;
+  if (J) {
+    J->id = id, J->comm = comm;
+    pthread_mutex_init(&J->mu, NULL);
+    pthread_cond_init(&J->cv, NULL);
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    threaded = pthread_create(&t, &a, eol_main, J) == 0;
+    pthread_attr_destroy(&a);
+  }
+  if (!threaded) {
+    struct eol_job local = {.id = id, .comm = comm};
+    eol_run(&local);
+    *res = local.res;
+    if (J) pthread_mutex_destroy(&J->mu), pthread_cond_destroy(&J->cv), free(J);
+    return 0;
+  }
+  double until = ng_now_us() + 5e6; /* an abort takes milliseconds */
+  pthread_mutex_lock(&J->mu);
+  while (!J->done && ng_now_us() < until) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100 * 1000 * 1000;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&J->cv, &J->mu, &ts);
+  }
+  int done = J->done;
+  if (!done) {
+    ng_reg_comm_stuck(comm, +1); /* before the thread can see `abandoned` */
+    J->abandoned = 1;
+  }
+  pthread_mutex_unlock(&J->mu);
+  if (!done) {
+    *res = ncclSuccess;
+    return 1;
+  }
+  *res = J->res;
+  pthread_mutex_destroy(&J->mu);
+  pthread_cond_destroy(&J->cv);
+  free(J);
+  return 0;
+}
+
 /* Finalize, destroy, abort and revoke share one shape. */
 static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t comm, int flags, int new_state) {
   double t0 = ng_now_us();
@@ -273,11 +365,24 @@ static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t c
   /* From here ncclguard makes no call of its own on this communicator (another thread may be in an
    * agreement round on it: it stops at its next step). */
   if (comm && ending) ng_reg_comm_set_aborting(comm, 1);
-  switch (id) {
-    case NG_ID_ncclCommFinalize: NG_CALL(res, ncclCommFinalize, comm); break;
-    case NG_ID_ncclCommDestroy: NG_CALL(res, ncclCommDestroy, comm); break;
-    case NG_ID_ncclCommAbort: NG_CALL(res, ncclCommAbort, comm); break;
-    default: NG_CALL(res, ncclCommRevoke, comm, flags); break;
+  int left = 0;
+  if (comm && ending && cv.broken && cv.state == NG_COMM_REVOKED) {
+    left = eol_bounded(id, comm, &res); /* revoked by ncclguard: bounded (above) */
+  } else {
+    switch (id) {
+      case NG_ID_ncclCommFinalize: NG_CALL(res, ncclCommFinalize, comm); break;
+      case NG_ID_ncclCommDestroy: NG_CALL(res, ncclCommDestroy, comm); break;
+      case NG_ID_ncclCommAbort: NG_CALL(res, ncclCommAbort, comm); break;
+      default: NG_CALL(res, ncclCommRevoke, comm, flags); break;
+    }
+  }
+  if (left) {
+    ng_reg_comm_tombstone(comm, new_state);
+    ng_log_call(NG_LOG_WARN, fn, comm, ncclSuccess, t0, NG_D_NOOP, NG_R_COMM_BROKEN,
+                "NCCL did not finish this call within 5 s on a communicator ncclguard revoked (measured on 2.28.9 "
+                "after a peer never came to its first collective): it is left running in a thread of its own; the "
+                "communicator is gone for the application, its resources go when that call ends or with the process");
+    return ncclSuccess;
   }
   if (comm && ending && res != ncclSuccess && res != ncclInProgress) ng_reg_comm_set_aborting(comm, 0);
   if (comm && (res == ncclSuccess || res == ncclInProgress)) {
