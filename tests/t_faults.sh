@@ -31,6 +31,10 @@ lhas late-out 'revoked by ncclguard' && pass timeout-revokes-communicator || fai
 lhas late-out 'is still setting up its connections .* ncclguard stops waiting' \
   && lhas late-out 'fn=ncclCommAbort .*result=ncclSuccess .*decision=noop reason=comm_broken msg="a call ncclguard made on this communicator is still blocked inside NCCL' \
   && pass late-peer-stuck-round-abandoned-comm-not-freed || fail late-peer-stuck-round-abandoned-comm-not-freed "$(logs late-out | grep -E 'WARN' | head -4)"
+# ... and the early rank's abort of the communicator ncclguard revoked during that setup (which never
+# returns: measured on 2.28.9, modelled by the fake) is bounded
+lhas late-out 'fn=ncclCommAbort .*result=ncclSuccess .*decision=noop reason=comm_broken msg="NCCL did not finish this call within 5 s' \
+  && pass late-peer-abort-of-revoked-comm-bounded || fail late-peer-abort-of-revoked-comm-bounded "$(logs late-out | grep -E 'ncclCommAbort' | head -3)"
 # without revoke (NCCL < 2.28.7, the fake-legacy build): still bounded on every rank
 NCCLGUARD_TIMEOUT=2 FAKE="$B/fake-legacy" f late-legacy late --late 4 --timeout 25
 [ $rc != 124 ] && [ "$(nres fail)" = 2 ] && [ "$secs" -le 12 ] && ! lhas late-legacy 'revoked by ncclguard' \

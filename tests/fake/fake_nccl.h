@@ -113,6 +113,7 @@ struct ncclComm {
   volatile int aborted, revoked;
   volatile int suspended; /* ncclCommSuspend(NCCL_SUSPEND_MEM): its memory is released until ncclCommResume */
   int connected, conn_posted, conn_late, conn_e0; /* the connection setup of its first collective */
+  volatile int teardown_hangs; /* revoked while that setup waited for a peer: its abort/destroy never returns */
   volatile int revoke_epoch; /* bumped by ncclCommRevoke: host waits begun before it end (abort flag) */
   int sym;              /* symmetric support (fn_symmetric), -1 until computed */
   int inflight;         /* collectives enqueued and not finished */

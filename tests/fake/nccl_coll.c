@@ -222,6 +222,9 @@ static ncclResult_t connect_wait(struct ncclComm *c)
   int ok = s->conn_arrived >= c->nranks;
   if (!ok) s->conn_left = 1, s->conn_arrived--;
   fn_shm_unlock(s);
+  /* measured on 2.28.9 (tests/gpu/results/2026-12-01-nvidia-h200-x2.md, late-peer-past-timeout):
+   * after a revoke ended this wait, the application's ncclCommAbort of the communicator never returned */
+  if (!ok && !c->aborted) c->teardown_hangs = 1;
   if (!ok) {
     fn_set_error("connection setup of the first collective ended: the communicator was %s", c->aborted ? "aborted" : "revoked");
     return ncclInternalError;

@@ -424,9 +424,18 @@ static ncclResult_t check_teardown(struct ncclComm *c)
   return ncclSuccess;
 }
 
+/* The hang measured after a revoke ended a first collective's connection setup (nccl_coll.c):
+ * the abort or destroy never returns. */
+static void teardown_hang(ncclComm_t comm)
+{
+  if (!comm || !fn_comm_known(comm) || !comm->teardown_hangs) return;
+  for (;;) pause();
+}
+
 ncclResult_t pncclCommDestroy(ncclComm_t comm)
 {
   ENTER();
+  teardown_hang(comm);
   ncclResult_t r = check_teardown(comm);
   if (r == ncclSuccess) r = teardown(comm, ST_DESTROYED);
   return LEAVE("ncclCommDestroy", r, "comm=%p", (void *)comm);
@@ -436,6 +445,7 @@ FN_ALIAS(ncclCommDestroy);
 ncclResult_t pncclCommAbort(ncclComm_t comm)
 {
   ENTER();
+  teardown_hang(comm);
   ncclResult_t r = comm ? check_teardown(comm) : ncclSuccess;
   if (comm && r == ncclSuccess) {
     comm->aborted = comm->revoked = 1;
