@@ -173,14 +173,7 @@ void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline) {
   *w = (struct watch){.comm = comm, .dev = dev, .deadline = deadline};
   if (!ng_can_revoke()) return;
   pthread_mutex_lock(&wd_lock);
-  if (!wd_running) {
-    pthread_t t;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &a, wd_main, NULL) == 0) wd_running = 1;
-    pthread_attr_destroy(&a);
-  }
+  if (!wd_running && ng_spawn_detached(wd_main, NULL) == 0) wd_running = 1;
   w->next = wd_list;
   wd_list = w;
   if (!wd_running || (wd_wake > 0 && deadline < wd_wake)) pthread_cond_signal(&wd_cond);
@@ -401,15 +394,10 @@ static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclR
   for (int j = 0; j < ng; j++) {
     L->it[j].comm = g[j].comm, L->it[j].buf = g[j].res.buf, L->it[j].len = g[j].len, L->it[j].s = g[j].res.s;
   }
-  pthread_t t;
-  pthread_attr_t a;
   if (helper) {
     pthread_mutex_init(&L->mu, NULL);
     pthread_cond_init(&L->cv, NULL);
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    helper = pthread_create(&t, &a, launch_main, L) == 0;
-    pthread_attr_destroy(&a);
+    helper = ng_spawn_detached(launch_main, L) == 0;
     if (!helper) pthread_mutex_destroy(&L->mu), pthread_cond_destroy(&L->cv);
   }
   if (!helper) { /* inline: NCCL's own wait, bounded by the watchdog where NCCL ends it */
@@ -418,20 +406,8 @@ static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclR
     free(L);
     return 0;
   }
-  double until = deadline + launch_grace_us();
   pthread_mutex_lock(&L->mu);
-  while (!L->done && ng_now_us() < until) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double w = until - ng_now_us();
-    if (w > 100e3) w = 100e3; /* re-check at least every 100 ms */
-    if (w < 0) w = 0;
-    ts.tv_nsec += (long)(w * 1000);
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(&L->cv, &L->mu, &ts);
-  }
-  int done = L->done;
+  int done = ng_wait_done(&L->mu, &L->cv, &L->done, deadline + launch_grace_us());
   if (!done) { /* counted before the helper can see `abandoned` (it takes the count back when it returns) */
     for (int j = 0; j < ng; j++) {
       ng_reg_comm_stuck(g[j].comm, +1);

@@ -3,6 +3,7 @@
 #define NCCLGUARD_GUARD_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -288,6 +289,11 @@ struct watch {
   struct watch* next;
 };
 void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline);
+/* Start fn(arg) on a detached thread: 0 when it runs. */
+int ng_spawn_detached(void* (*fn)(void*), void* arg);
+/* With mu held: wait on cv until *done is set or the clock passes until_us (re-checked at least every
+ * 100 ms); returns *done. */
+int ng_wait_done(pthread_mutex_t* mu, pthread_cond_t* cv, const int* done, double until_us);
 int ng_watch_disarm(struct watch* w);
 void ng_watch_after_fork(void);
 /* vote layout: [0, NG_NREASONS) one flag per reason NCCL refuses the buffer for on any path */

@@ -301,17 +301,12 @@ static void* eol_main(void* p) {
 /* The real destroy/abort; 1 when it was left running past the bound (*res then ncclSuccess). */
 static int eol_bounded(enum ng_real_id id, ncclComm_t comm, ncclResult_t* res) {
   struct eol_job* J = calloc(1, sizeof *J);
-  pthread_t t;
-  pthread_attr_t a;
   int threaded = 0;
   if (J) {
     J->id = id, J->comm = comm;
     pthread_mutex_init(&J->mu, NULL);
     pthread_cond_init(&J->cv, NULL);
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    threaded = pthread_create(&t, &a, eol_main, J) == 0;
-    pthread_attr_destroy(&a);
+    threaded = ng_spawn_detached(eol_main, J) == 0;
   }
   if (!threaded) {
     struct eol_job local = {.id = id, .comm = comm};
@@ -320,17 +315,8 @@ static int eol_bounded(enum ng_real_id id, ncclComm_t comm, ncclResult_t* res) {
     if (J) pthread_mutex_destroy(&J->mu), pthread_cond_destroy(&J->cv), free(J);
     return 0;
   }
-  double until = ng_now_us() + 5e6; /* an abort takes milliseconds */
   pthread_mutex_lock(&J->mu);
-  while (!J->done && ng_now_us() < until) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 100 * 1000 * 1000;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(&J->cv, &J->mu, &ts);
-  }
-  int done = J->done;
+  int done = ng_wait_done(&J->mu, &J->cv, &J->done, ng_now_us() + 5e6); /* an abort takes milliseconds */
   if (!done) {
     ng_reg_comm_stuck(comm, +1); /* before the thread can see `abandoned` */
     J->abandoned = 1;
