@@ -27,6 +27,15 @@ for m in proc thread group; do
 done
 g normal4 -m thread -n 4 --expect-win nonnull
 [ $rc = 0 ] && [ "$(nok)" = 4 ] && pass normal-path-4-ranks || fail normal-path-4-ranks "$(why normal4)"
+# one rank: the first round runs (the warm-up), later ones are not run (nothing to agree on); two
+# ranks run a round for every registration
+NCCLGUARD_LOG=trace g solo1 -n 1 -m thread --twice --expect-win nonnull
+NCCLGUARD_LOG=trace g solo2 -n 2 -m thread --twice --expect-win nonnull
+[ $rc = 0 ] && [ "$(logs solo1 | grep -c 'registration round: set-up')" = 1 ] \
+  && [ "$(logs solo1 | grep -c 'registration round: not run (one rank')" = 1 ] \
+  && [ "$(logs solo1 | grep -c 'decision=register reason=ok')" = 2 ] \
+  && [ "$(logs solo2 | grep -c 'registration round: set-up')" = 4 ] && ! lhas solo2 'not run' \
+  && pass one-rank-no-round-after-warmup || fail one-rank-no-round-after-warmup "$(why solo1) $(logs solo1 | grep -c round)"
 
 # --- NULL communicator (PyTorch's lazy init, docs/PYTORCH.md §1) ----------------------------------
 b nullc-bare -n 1 -m thread --null-comm
