@@ -333,7 +333,8 @@ struct ng_regreq {
   ncclResult_t result;
   double t0;
   double agree_us;  /* time in the agreement rounds of its batch (warm-up, vote, go, outcome) */
-  double nccl_us;   /* time in NCCL's registration of its batch */
+  double nccl_us;   /* time in NCCL's registration calls of its batch */
+  double reg_wall_us; /* wall time of the registration step (armed watchdog to disarmed) */
 };
 enum ng_decision {
 #define NG_DECISION(id, name, meaning) NG_D_##id,

@@ -324,10 +324,12 @@ static void phase_go(struct ng_regreq* reqs, int n, struct ng_vote* votes) {
 static ncclResult_t register_one(struct ng_regreq* r) {
   ncclResult_t res = ncclSuccess;
   for (int attempt = 0;; attempt++) {
+    double t = ng_now_us();
     NG_CALL(res, ncclCommWindowRegister, r->comm, r->buff, r->size, r->win, r->flags);
     /* A nonblocking communicator may return ncclSuccess or ncclInProgress and finish in the
      * background: nothing else may be issued on it before ncclCommGetAsyncError says so. */
     if (res == ncclSuccess || res == ncclInProgress) res = ng_wait_ready(r->comm, r->cv.dev);
+    r->nccl_us += ng_now_us() - t;
     if (res != ncclInvalidArgument || attempt >= ng_cfg.retries || !ng_reg_comm_usable(r->comm)) break;
     /* Invalid argument from a communicator that is not ready yet is the one retryable case. */
     ncclResult_t st = ncclSuccess, q;
@@ -351,13 +353,15 @@ static void phase_register(struct ng_regreq* reqs, int n) {
   int mode = 0, sw = relaxed && !ng_cuda_relaxed_capture(&mode);
   /* NCCL's registration waits on the host for every rank (bootstrap, no timeout): watched */
   struct watch* wds = calloc((size_t)n, sizeof *wds);
-  double deadline = ng_deadline();
+  double ta = ng_now_us(), deadline = ng_deadline();
   for (int i = 0; wds && i < n; i++)
     if (reqs[i].decision == NG_D_REGISTER) ng_watch_arm(&wds[i], reqs[i].comm, reqs[i].cv.dev, deadline);
+  double t0 = ng_now_us();
   if (ngo == 1 && n == 1) {
     reqs[last].result = register_one(&reqs[last]);
   } else {
     ncclResult_t r, e;
+    double t = ng_now_us();
     NG_CALL(r, ncclGroupStart);
     for (int i = 0; i < n; i++) {
       if (reqs[i].decision != NG_D_REGISTER) continue;
@@ -374,7 +378,10 @@ static void phase_register(struct ng_regreq* reqs, int n) {
         q->result = ng_wait_ready(q->comm, q->cv.dev);
       else if (q->result == ncclSuccess) q->result = e;
     }
+    for (int i = 0; i < n; i++) reqs[i].nccl_us = reqs[i].decision == NG_D_REGISTER ? ng_now_us() - t : 0;
   }
+  double t1 = ng_now_us();
+  for (int i = 0; i < n; i++) reqs[i].reg_wall_us = t1 - ta;
   for (int i = 0; wds && i < n; i++)
     if (reqs[i].decision == NG_D_REGISTER && ng_watch_disarm(&wds[i])) {
       if (reqs[i].result == ncclSuccess && *reqs[i].win) { /* never leak a live window */
@@ -387,6 +394,10 @@ static void phase_register(struct ng_regreq* reqs, int n) {
     }
   free(wds);
   if (sw) ng_cuda_restore_capture(mode);
+  if (ng_log_on(NG_LOG_TRACE))
+    ng_log_msg(NG_LOG_TRACE, reqs[last].cv.dev, "ncclCommWindowRegister",
+               "registration step: %.1f us to arm the watchdog, %.1f us in NCCL, %.1f us to disarm", t0 - ta,
+               reqs[last].nccl_us, ng_now_us() - t1);
 }
 
 /* ---- 6. outcome ------------------------------------------------------------------------------ */
@@ -421,7 +432,7 @@ static int outcome_by_barrier(const struct ng_regreq* r, int n) {
    * - NCCL quick enough on this rank: a rank whose registration took near the deadline may have
    *   been revoked in the barrier by ncclguard's watchdog while a slower peer completed it (that
    *   peer must then learn it in the outcome round) */
-  return n == 1 && r->sym_all && v >= 22807 && v < 23100 && r->nccl_us < ng_cfg.timeout_s * 1e6 / 2;
+  return n == 1 && r->sym_all && v >= 22807 && v < 23100 && r->reg_wall_us < ng_cfg.timeout_s * 1e6 / 2;
 }
 
 static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, int use_agree) {
@@ -546,14 +557,12 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
       decide(r, &votes[i]);
     }
   }
-  t = ng_now_us();
-  phase_register(reqs, n);
-  double nccl_us = ng_now_us() - t;
-  for (int i = 0; i < n; i++) reqs[i].nccl_us = nccl_us;
+  for (int i = 0; i < n; i++) reqs[i].nccl_us = 0;
+  phase_register(reqs, n); /* sets nccl_us: the time in NCCL's calls (and its readiness, nonblocking) */
   t = ng_now_us();
   phase_outcome(reqs, n, votes, use_agree);
   agree_us += ng_now_us() - t;
-  for (int i = 0; i < n; i++) reqs[i].agree_us = agree_us, reqs[i].nccl_us = nccl_us;
+  for (int i = 0; i < n; i++) reqs[i].agree_us = agree_us;
   phase_null_window(reqs, n);
   ncclResult_t ret = ncclSuccess;
   for (int i = 0; i < n; i++) {
