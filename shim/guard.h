@@ -153,6 +153,8 @@ struct ng_rules {
   int version;
   int sym;      /* does this communicator take NCCL's symmetric path (NG_SYM_*) */
   int one_node; /* NG_SYM_YES holds only if every rank is on one host (2.27, 2.28.3) */
+  int all_paths; /* 2.27, NCCL_LOCAL_REGISTER and cuMem on: NCCL looks the buffer's allocation up on every
+                    path, symmetric or local, and an address that is no CUDA allocation fails there */
   char why[128];
 };
 void ng_rules_for(ncclComm_t comm, int dev, int nranks, struct ng_rules* r);
@@ -251,6 +253,8 @@ const char* ng_reason_advice(int r);
 /* The local checks NCCL `version`'s symmetric path makes of buff[0..size): *facts gets one bit per
  * reason it would refuse the buffer for; returns the lowest such reason, or NG_R_OK. */
 int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* facts);
+/* 1 when buff is no CUDA allocation (cuMemGetAddressRange fails): 2.27 fails it on every path. */
+int ng_preflight_no_allocation(const void* buff);
 /* 1 if a graph capture makes NCCL `version`'s registration fail on this thread (before 2.30.7). */
 int ng_capture_hazard(int version);
 

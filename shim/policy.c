@@ -191,12 +191,19 @@ static void phase_preflight(struct ng_regreq* reqs, int n) {
     if (r->decision == NG_D_ERROR) continue;
     ng_rules_for(r->comm, r->cv.dev, r->cv.nranks, &r->rules);
     r->facts = 0;
-    if (!r->arg_reason && ng_cfg.preflight) ng_preflight(r->buff, r->size, r->cv.dev, r->rules.version, &r->facts);
+    if (!r->arg_reason && ng_cfg.preflight) {
+      ng_preflight(r->buff, r->size, r->cv.dev, r->rules.version, &r->facts);
+      /* 2.27 fails an address that is no CUDA allocation on every path (cuMemGetAddressRange) */
+      if (r->rules.all_paths && ng_preflight_no_allocation(r->buff)) r->arg_reason = NG_R_NOT_DEVICE;
+    }
     if (!r->arg_reason && ng_capture_hazard(r->rules.version)) {
-      /* relaxed capture mode lets 2.28 - 2.30.6 register with the capture intact (measured on H200);
-       * 2.27 fails and invalidates the capture even then (measured): degrade there */
-      if (ng_cfg.capture == NG_CAPTURE_RELAXED && r->rules.version >= 22800) r->relaxed = 1;
-      else r->arg_reason = NG_R_CAPTURING;
+      /* relaxed capture mode lets 2.28 - 2.30.6 register with the capture intact (measured on H200).
+       * 2.27's symmetric registration fails and invalidates the capture even then, its local one
+       * (a communicator without symmetric support) registers with the capture intact (both
+       * measured): a fact of the symmetric path there. NCCLGUARD_CAPTURE=degrade: always. */
+      if (ng_cfg.capture != NG_CAPTURE_RELAXED) r->arg_reason = NG_R_CAPTURING;
+      else if (r->rules.version >= 22800) r->relaxed = 1;
+      else r->facts |= 1u << NG_R_CAPTURING;
     }
   }
 }

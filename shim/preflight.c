@@ -8,7 +8,8 @@
  *   2.28+            (buffer - allocation base) a multiple of 4096; 2.28 checks no range;
  *   2.29             the range inside one allocation; 2.30+ any number of mapped VMM segments.
  * None of these apply when the communicator has no symmetric support (rules.c): NCCL then
- * registers locally or answers with a NULL window, whatever the buffer. */
+ * registers locally or answers with a NULL window, whatever the buffer - except on 2.27, which looks
+ * the allocation up on every path (ng_preflight_no_allocation, rules.all_paths). */
 #include <stdint.h>
 
 #include "guard.h"
@@ -65,6 +66,12 @@ int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* 
   for (int r = 1; r < NG_NREASONS; r++)
     if (*facts & (1u << r)) return r;
   return NG_R_OK;
+}
+
+int ng_preflight_no_allocation(const void* buff) {
+  uintptr_t base = 0;
+  size_t asize = 0;
+  return ng_cuda_ok() && ng_cuda_addr_range(buff, &base, &asize) != 0;
 }
 
 int ng_capture_hazard(int version) { return version < 23007 && ng_cuda_capturing(); }

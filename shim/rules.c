@@ -147,6 +147,10 @@ void ng_rules_for(ncclComm_t comm, int dev, int nranks, struct ng_rules* r) {
     return;
   }
   /* 2.27 - 2.28.x: NCCL's inputs, reproduced */
+  if (v < 22800 && nccl_param("NCCL_LOCAL_REGISTER", 1)) { /* 2.27's checks before any path is taken */
+    const char* w = "";
+    r->all_paths = cumem_enabled(dev, &w) == 1;
+  }
   if (!nccl_param("NCCL_WIN_ENABLE", 1)) {
     r->sym = NG_SYM_NO;
     snprintf(r->why, sizeof r->why, "NCCL_WIN_ENABLE=0");

@@ -121,6 +121,17 @@ echo "$out" | grep -q 'capture=invalidated' && pass capture-2.27-invalidated-wit
 FAKE_NCCL_VERSION=22703 g cap27 -m proc --capture --expect-reg any
 [ $rc = 0 ] && lhas cap27 'decision=degrade reason=capturing' && ! echo "$out" | grep -q 'capture=invalidated' \
   && pass capture-2.27-degrades-capture-kept || fail capture-2.27-degrades-capture-kept "$(why cap27)"
+# 2.27 without symmetric support (one rank; NCCL_WIN_ENABLE=0) registers locally with the capture
+# intact (measured on 1 x H200, 2.27.7): passed to NCCL, as without ncclguard
+FAKE_NCCL_VERSION=22703 b cap27-1-bare -n 1 -m proc --capture --expect-win nonnull
+[ $rc = 0 ] && ! echo "$out" | grep -q 'capture=invalidated' && pass capture-2.27-local-registers-without \
+  || fail capture-2.27-local-registers-without "rc=$rc $out"
+FAKE_NCCL_VERSION=22703 g cap27-1 -n 1 -m proc --capture --expect-win nonnull
+[ $rc = 0 ] && lhas cap27-1 'decision=register reason=ok' && ! echo "$out" | grep -q 'capture=invalidated' \
+  && pass capture-2.27-local-one-rank-registers || fail capture-2.27-local-one-rank-registers "$(why cap27-1)"
+FAKE_NCCL_VERSION=22703 NCCL_WIN_ENABLE=0 g cap27-w0 -m proc --capture --expect-win nonnull
+[ $rc = 0 ] && [ "$(logs cap27-w0 | grep -c 'decision=register reason=ok msg="registered"')" = 2 ] && ! echo "$out" | grep -q 'capture=invalidated' \
+  && pass capture-2.27-win0-registers || fail capture-2.27-win0-registers "$(why cap27-w0)"
 FAKE_NCCL_VERSION=23007 g cap30 -m proc --capture --expect-win nonnull
 [ $rc = 0 ] && lhas cap30 'decision=register' && pass capture-2.30.7-registers || fail capture-2.30.7-registers "$(why cap30)"
 

@@ -223,6 +223,17 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
      * when NCCL_LOCAL_REGISTER=0), 2.29+ a NULL window (docs/NCCL.md §1, §8; NVIDIA/nccl#1963) */
     int lr = fn_param("NCCL_LOCAL_REGISTER", 1) != 0;
     a->skip = v < 22800 ? (lr && cumem_on() ? 2 : 1) : v < 22900 ? (lr ? 2 : 3) : 1;
+    if (a->skip == 2 && v < 22800) {
+      /* 2.27 checks the allocation on every path, symmetric or not (src/register/register.cc,
+       * ncclCommWindowRegister at v2.27.7-1): cuMemGetAddressRange (its error is returned), then base
+       * and size multiples of 2 MiB with the range inside (else success with a NULL window) */
+      CUdeviceptr b0 = 0;
+      size_t s0 = 0;
+      CUresult cr0 = cuMemGetAddressRange(&b0, &s0, (CUdeviceptr)(uintptr_t)a->buff);
+      if (cr0 != CUDA_SUCCESS) return cuda_fail(cr0, "cuMemGetAddressRange");
+      uintptr_t p0 = (uintptr_t)a->buff;
+      if (b0 % MB2 || s0 % MB2 || a->size > s0 || p0 - (uintptr_t)b0 > s0 - a->size) a->skip = 1;
+    }
     return ncclSuccess;
   }
   CUdeviceptr base = 0;
