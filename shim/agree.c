@@ -466,7 +466,6 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
   for (int i = 0; i < n && all_solo; i++) all_solo = solo(votes[i].comm);
   if (all_solo) {
     for (int i = 0; i < n; i++) votes[i].status = NG_AGREE_OK, votes[i].one_host = 1;
-    ng_stat_add(NG_ST_AGREE, n);
     if (ng_log_on(NG_LOG_TRACE))
       ng_log_msg(NG_LOG_TRACE, votes[0].dev, "agree", "%s round: not run (one rank: its own vote is the result)", what);
     return ncclSuccess;

@@ -6,6 +6,8 @@
 /* X(our name, cuda.h's name, value) */
 #define NG_CUDA_CONSTS(X)                                                                 \
   X(NG_CUDA_SUCCESS, CUDA_SUCCESS, 0)                                                     \
+  X(NG_CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_INVALID_VALUE, 1)                             \
+  X(NG_CUDA_ERROR_NOT_FOUND, CUDA_ERROR_NOT_FOUND, 500)                                    \
   X(NG_CUDA_ERROR_NOT_READY, CUDA_ERROR_NOT_READY, 600)                                   \
   X(NG_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, 906)       \
   X(NG_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, 2)             \

@@ -211,6 +211,18 @@ int ng_cuda_addr_range(const void* p, uintptr_t* base, size_t* size) {
   return 0;
 }
 
+int ng_cuda_is_allocation(const void* p, int dev) {
+  if (!ng_cuda_ok() || dev < 0) return -1;
+  ng_ctx saved;
+  if (ng_cuda_push(dev, &saved)) return -1; /* as NCCL looks it up: on the communicator's device */
+  ng_devptr b = 0;
+  size_t size = 0;
+  ng_cures r = GUARDED(cu.cuMemGetAddressRange(&b, &size, (ng_devptr)(uintptr_t)p));
+  ng_cuda_pop(saved);
+  if (r == NG_CUDA_SUCCESS) return 1;
+  return r == NG_CUDA_ERROR_NOT_FOUND || r == NG_CUDA_ERROR_INVALID_VALUE ? 0 : -1;
+}
+
 int ng_cuda_is_vmm(const void* p) {
   unsigned long long h;
   if (!ng_cuda_ok() || GUARDED(cu.cuMemRetainAllocationHandle(&h, (void*)p))) return 0;

@@ -139,6 +139,9 @@ int ng_cuda_stream_done(ng_stream s);
 /* Pointer facts for preflight; each returns 0 on success. */
 int ng_cuda_ptr_device(const void* p, int* is_device, int* ordinal);
 int ng_cuda_addr_range(const void* p, uintptr_t* base, size_t* size);
+/* Is p inside a CUDA allocation, looked up with device dev's context current (cuMemGetAddressRange)?
+ * 1 yes, 0 no (not found), -1 cannot tell (no CUDA, no context, another error). */
+int ng_cuda_is_allocation(const void* p, int dev);
 int ng_cuda_is_vmm(const void* p);
 int ng_cuda_capturing(void); /* 1 if a capture makes registration unsafe on this thread */
 int ng_cuda_relaxed_capture(int* saved_mode); /* switch this thread to relaxed capture mode */
@@ -253,8 +256,9 @@ const char* ng_reason_advice(int r);
 /* The local checks NCCL `version`'s symmetric path makes of buff[0..size): *facts gets one bit per
  * reason it would refuse the buffer for; returns the lowest such reason, or NG_R_OK. */
 int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* facts);
-/* 1 when buff is no CUDA allocation (cuMemGetAddressRange fails): 2.27 fails it on every path. */
-int ng_preflight_no_allocation(const void* buff);
+/* 1 when buff is surely no CUDA allocation (cuMemGetAddressRange on device dev: not found), which
+ * 2.27 fails on every path; 0 when it is one or that cannot be told. */
+int ng_preflight_no_allocation(const void* buff, int dev);
 /* 1 if a graph capture makes NCCL `version`'s registration fail on this thread (before 2.30.7). */
 int ng_capture_hazard(int version);
 
@@ -275,7 +279,7 @@ struct ng_vote {
   ncclComm_t comm;
   int dev;
   int status;   /* out: enum ng_agree_status */
-  int one_host; /* out: every rank of the communicator runs on this rank's host */
+  int one_host; /* out: every rank of the communicator runs on this rank's host (1), not (0), unknown (-1) */
   int32_t v[NG_NVOTE];
 };
 ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what);

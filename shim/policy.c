@@ -194,7 +194,7 @@ static void phase_preflight(struct ng_regreq* reqs, int n) {
     if (!r->arg_reason && ng_cfg.preflight) {
       ng_preflight(r->buff, r->size, r->cv.dev, r->rules.version, &r->facts);
       /* 2.27 fails an address that is no CUDA allocation on every path (cuMemGetAddressRange) */
-      if (r->rules.all_paths && ng_preflight_no_allocation(r->buff)) r->arg_reason = NG_R_NOT_DEVICE;
+      if (r->rules.all_paths && ng_preflight_no_allocation(r->buff, r->cv.dev)) r->arg_reason = NG_R_NOT_DEVICE;
     }
     if (!r->arg_reason && ng_capture_hazard(r->rules.version)) {
       /* relaxed capture mode lets 2.28 - 2.30.6 register with the capture intact (measured on H200).
@@ -233,7 +233,7 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
     if (v[k]) always |= 1u << k;
   /* symmetric path on every rank, by every rank's rules (and on one host where they need it) */
   int sym = v[NG_VOTE_SYM_YES] && !v[NG_VOTE_SYM_NO] && !v[NG_VOTE_SYM_UNKNOWN] &&
-            (!v[NG_VOTE_ONE_NODE] || vt->one_host);
+            (!v[NG_VOTE_ONE_NODE] || vt->one_host == 1);
   r->sym_all = sym;
   unsigned facts = (unsigned)v[NG_VOTE_FACTS];
   int reason = lowest_reason(always), bad = v[NG_VOTE_FIRST_BAD];
@@ -244,7 +244,7 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
       snprintf(msg, sizeof msg, "NCCL's symmetric path would refuse this buffer (%s), but %s: the buffer goes to "
                "NCCL as it would without ncclguard (%s)", ng_reason_name(lowest_reason(facts)),
                v[NG_VOTE_SYM_NO] && !v[NG_VOTE_SYM_YES] ? "this communicator does not take it"
-               : v[NG_VOTE_SYM_YES] && v[NG_VOTE_ONE_NODE] && !vt->one_host ? "its ranks span several hosts"
+               : v[NG_VOTE_SYM_YES] && v[NG_VOTE_ONE_NODE] && vt->one_host == 0 ? "its ranks span several hosts"
                                                                            : "ncclguard cannot tell whether it does",
                r->rules.why);
       ng_log_reg(r, NG_LOG_INFO, msg);
@@ -502,7 +502,18 @@ static void phase_null_window(struct ng_regreq* reqs, int n) {
       r->decision = NG_D_ERROR;
       r->result = ncclInvalidUsage;
     } else {
-      ng_log_reg(r, NG_LOG_WARN, ng_reason_advice(NG_R_NULL_WINDOW));
+      /* the true cause where ncclguard knows it: 2.27's allocation checks (on every path), or the
+       * rules' reading of why the communicator has no symmetric support */
+      char msg[640];
+      unsigned alloc = r->facts & ((1u << NG_R_MISALIGNED) | (1u << NG_R_OUT_OF_RANGE));
+      if (r->rules.all_paths && alloc)
+        snprintf(msg, sizeof msg, "NCCL returned success with a NULL window: %s",
+                 ng_reason_advice(alloc & (1u << NG_R_MISALIGNED) ? NG_R_MISALIGNED : NG_R_OUT_OF_RANGE));
+      else if (r->rules.sym != NG_SYM_YES && r->rules.why[0])
+        snprintf(msg, sizeof msg, "%s; here: %s", ng_reason_advice(NG_R_NULL_WINDOW), r->rules.why);
+      else
+        snprintf(msg, sizeof msg, "%s", ng_reason_advice(NG_R_NULL_WINDOW));
+      ng_log_reg(r, NG_LOG_WARN, msg);
     }
   }
 }
@@ -559,8 +570,12 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
     for (int i = 0; i < n; i++) {
       struct ng_regreq* r = &reqs[i];
       if (r->decision == NG_D_ERROR) continue;
+      /* 2.27 under a capture: its symmetric registration would invalidate the capture, which cannot
+       * be undone; without a round the one-host condition is unknown, so this rank's rules decide */
+      if (!r->arg_reason && (r->facts & (1u << NG_R_CAPTURING)) && r->rules.sym == NG_SYM_YES)
+        r->arg_reason = NG_R_CAPTURING;
       vote_fill(&votes[i], r);
-      votes[i].one_host = r->rules.one_node ? 0 : 1; /* cannot know: not symmetric-for-sure */
+      votes[i].one_host = r->rules.one_node ? -1 : 1; /* cannot know (-1): not symmetric-for-sure */
       decide(r, &votes[i]);
     }
   }

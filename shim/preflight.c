@@ -68,10 +68,6 @@ int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* 
   return NG_R_OK;
 }
 
-int ng_preflight_no_allocation(const void* buff) {
-  uintptr_t base = 0;
-  size_t asize = 0;
-  return ng_cuda_ok() && ng_cuda_addr_range(buff, &base, &asize) != 0;
-}
+int ng_preflight_no_allocation(const void* buff, int dev) { return ng_cuda_is_allocation(buff, dev) == 0; }
 
 int ng_capture_hazard(int version) { return version < 23007 && ng_cuda_capturing(); }

@@ -30,8 +30,9 @@ g normal4 -m thread -n 4 --expect-win nonnull
 # one rank: the first round runs (the warm-up), later ones are not run (nothing to agree on); two
 # ranks run a round for every registration
 NCCLGUARD_LOG=trace g solo1 -n 1 -m thread --twice --expect-win nonnull
+rc1=$rc
 NCCLGUARD_LOG=trace g solo2 -n 2 -m thread --twice --expect-win nonnull
-[ $rc = 0 ] && [ "$(logs solo1 | grep -c 'registration round: set-up')" = 1 ] \
+[ $rc1 = 0 ] && [ $rc = 0 ] && [ "$(logs solo1 | grep -c 'registration round: set-up')" = 1 ] \
   && [ "$(logs solo1 | grep -c 'registration round: not run (one rank')" = 1 ] \
   && [ "$(logs solo1 | grep -c 'decision=register reason=ok')" = 2 ] \
   && [ "$(logs solo2 | grep -c 'registration round: set-up')" = 4 ] && ! lhas solo2 'not run' \
@@ -132,6 +133,17 @@ FAKE_NCCL_VERSION=22703 g cap27-1 -n 1 -m proc --capture --expect-win nonnull
 FAKE_NCCL_VERSION=22703 NCCL_WIN_ENABLE=0 g cap27-w0 -m proc --capture --expect-win nonnull
 [ $rc = 0 ] && [ "$(logs cap27-w0 | grep -c 'decision=register reason=ok msg="registered"')" = 2 ] && ! echo "$out" | grep -q 'capture=invalidated' \
   && pass capture-2.27-win0-registers || fail capture-2.27-win0-registers "$(why cap27-w0)"
+# without agreement (NCCLGUARD_AGREE=0) this rank's rules decide: symmetric by them, so degraded
+FAKE_NCCL_VERSION=22703 NCCLGUARD_AGREE=0 g cap27-na -m proc --capture --expect-reg any
+[ $rc = 0 ] && [ "$(logs cap27-na | grep -c 'decision=degrade reason=capturing')" = 2 ] && ! echo "$out" | grep -q 'capture=invalidated' \
+  && pass capture-2.27-no-agree-degrades || fail capture-2.27-no-agree-degrades "$(why cap27-na)"
+# 2.27 with NCCL_LOCAL_REGISTER=0 registers nothing, on every path: success with a NULL window
+# (register.cc at v2.27.7-1); ncclguard passes it to NCCL and reports NCCL's NULL window
+FAKE_NCCL_VERSION=22703 NCCL_LOCAL_REGISTER=0 b lr0-bare -m proc --expect-win null
+[ $rc = 0 ] && pass local-register-0-2.27-null-window-without || fail local-register-0-2.27-null-window-without "rc=$rc $out"
+FAKE_NCCL_VERSION=22703 NCCL_LOCAL_REGISTER=0 g lr0 -m proc --expect-win null
+[ $rc = 0 ] && ! lhas lr0 'decision=(degrade|error)' && lhas lr0 'NCCL_LOCAL_REGISTER=0' \
+  && pass local-register-0-2.27-passed-to-nccl || fail local-register-0-2.27-passed-to-nccl "$(why lr0) $(logs lr0 | grep -c WindowRegister)"
 FAKE_NCCL_VERSION=23007 g cap30 -m proc --capture --expect-win nonnull
 [ $rc = 0 ] && lhas cap30 'decision=register' && pass capture-2.30.7-registers || fail capture-2.30.7-registers "$(why cap30)"
 

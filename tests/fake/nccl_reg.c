@@ -217,39 +217,38 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
   if (complete) return a->skip ? ncclSuccess : fn_xcomplete(c, op->gen, NULL);
 
   if (c->damaged) { fn_set_error("communicator %p is in an error state after a failed registration", (void *)c); return ncclInternalError; }
-  if (!fn_symmetric(c)) {
-    /* no exchange, any buffer: 2.27 a window over a local registration (NULL when
-     * NCCL_LOCAL_REGISTER=0 or cuMem is off), 2.28 the local registration handle (*win untouched
-     * when NCCL_LOCAL_REGISTER=0), 2.29+ a NULL window (docs/NCCL.md §1, §8; NVIDIA/nccl#1963) */
-    int lr = fn_param("NCCL_LOCAL_REGISTER", 1) != 0;
-    a->skip = v < 22800 ? (lr && cumem_on() ? 2 : 1) : v < 22900 ? (lr ? 2 : 3) : 1;
-    if (a->skip == 2 && v < 22800) {
-      /* 2.27 checks the allocation on every path, symmetric or not (src/register/register.cc,
-       * ncclCommWindowRegister at v2.27.7-1): cuMemGetAddressRange (its error is returned), then base
-       * and size multiples of 2 MiB with the range inside (else success with a NULL window) */
-      CUdeviceptr b0 = 0;
-      size_t s0 = 0;
-      CUresult cr0 = cuMemGetAddressRange(&b0, &s0, (CUdeviceptr)(uintptr_t)a->buff);
-      if (cr0 != CUDA_SUCCESS) return cuda_fail(cr0, "cuMemGetAddressRange");
-      uintptr_t p0 = (uintptr_t)a->buff;
-      if (b0 % MB2 || s0 % MB2 || a->size > s0 || p0 - (uintptr_t)b0 > s0 - a->size) a->skip = 1;
+  if (v < 22800) {
+    /* 2.27 (src/register/register.cc, ncclCommWindowRegister at v2.27.7-1), before it asks for
+     * symmetric support: NCCL_LOCAL_REGISTER=0 or cuMem off is success with a NULL window; then the
+     * allocation is looked up (cuMemGetAddressRange: its CUDA error is returned) and its base and size
+     * must be multiples of 2 MiB with the range's end inside it (else a WARN and success with a NULL
+     * window: on the symmetric path its peers then wait, docs/NCCL.md §2) */
+    if (!fn_param("NCCL_LOCAL_REGISTER", 1) || !cumem_on()) { a->skip = 1; return ncclSuccess; }
+    CUdeviceptr b0 = 0;
+    size_t s0 = 0;
+    CUresult cr0 = cuMemGetAddressRange(&b0, &s0, (CUdeviceptr)(uintptr_t)a->buff);
+    if (cr0 != CUDA_SUCCESS) return cuda_fail(cr0, "cuMemGetAddressRange");
+    if (b0 % MB2 || s0 % MB2 || !((uintptr_t)a->buff + a->size <= (uintptr_t)b0 + s0)) {
+      fprintf(stderr, "fake-nccl %d WARN NCCL window registration requires a 2MB aligned allocation containing the "
+              "buffer (buff %p size %zu)\n", (int)getpid(), a->buff, a->size);
+      a->skip = 1;
+      return ncclSuccess;
     }
+    if (!fn_symmetric(c)) { a->skip = 2; return ncclSuccess; } /* a window over a local registration */
+  } else if (!fn_symmetric(c)) {
+    /* no exchange, any buffer: 2.28 the local registration handle (*win untouched when
+     * NCCL_LOCAL_REGISTER=0), 2.29+ a NULL window (docs/NCCL.md §1, §8; NVIDIA/nccl#1963) */
+    a->skip = v < 22900 ? (fn_param("NCCL_LOCAL_REGISTER", 1) != 0 ? 2 : 3) : 1;
     return ncclSuccess;
   }
   CUdeviceptr base = 0;
   size_t asz = 0;
-  if (!is_device(a->buff) || cuMemGetAddressRange(&base, &asz, (CUdeviceptr)(uintptr_t)a->buff) != CUDA_SUCCESS) {
+  if (v >= 22800 && (!is_device(a->buff) || cuMemGetAddressRange(&base, &asz, (CUdeviceptr)(uintptr_t)a->buff) != CUDA_SUCCESS)) {
     fn_set_error("window buffer %p is not device memory", a->buff);
     return ncclInvalidArgument;
   }
   uintptr_t p = (uintptr_t)a->buff;
   int inside = a->size <= asz && p - (uintptr_t)base <= asz - a->size;
-  if (v < 22800 && (base % MB2 || asz % MB2 || !inside)) { /* 2.27: allocation base/size, containment */
-    fprintf(stderr, "fake-nccl %d WARN NCCL window registration requires a 2MB aligned allocation containing the "
-            "buffer (buff %p size %zu)\n", (int)getpid(), a->buff, a->size);
-    a->skip = 1; /* success with a NULL window, on this rank alone (its peers wait) */
-    return ncclSuccess;
-  }
   if (v >= 22900 && v < 23000 && !inside) { /* 2.29: one allocation */
     fn_set_error("window [%p, +%zu) spans more than one allocation", a->buff, a->size);
     return ncclInvalidArgument;
@@ -334,13 +333,17 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
     r = (ncclResult_t)*(volatile int *)&cp->state;
   }
   if (!comm) { fn_set_error("comm argument is NULL"); r = ncclInvalidArgument; goto out; }
+  if (v < 22800) { /* 2.27 writes *win = NULL first (register.cc): a NULL win is a real SIGSEGV (docs/NCCL.md §3) */
+    ncclWindow_t *volatile wp = win;
+    *wp = NULL;
+  }
   if (v >= 22900 && (!win || !buff || size == 0)) { /* docs/NCCL.md §3 */
     fn_set_error("%s", !win ? "win argument is NULL" : !buff ? "buff argument is NULL" : "size argument is 0");
     r = ncclInvalidArgument;
     goto out;
   }
   if ((r = fn_check_comm(comm, 0)) != ncclSuccess) goto out;
-  if (!win || !buff || size == 0) goto out; /* 2.28: success, *win untouched (docs/NCCL.md §3) */
+  if (!win || !buff || size == 0) goto out; /* 2.28: success, *win untouched; 2.27: NULL (docs/NCCL.md §3) */
   struct reg_arg *a = calloc(1, sizeof *a);
   a->buff = buff; a->size = size; a->win = win; a->flags = winFlags; a->in_group = fn_in_group();
   struct fn_op *op = fn_op_new(comm, 1, reg_stage, reg_finish, a);
