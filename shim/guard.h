@@ -256,9 +256,6 @@ const char* ng_reason_advice(int r);
 /* The local checks NCCL `version`'s symmetric path makes of buff[0..size): *facts gets one bit per
  * reason it would refuse the buffer for; returns the lowest such reason, or NG_R_OK. */
 int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* facts);
-/* 1 when buff is surely no CUDA allocation (cuMemGetAddressRange on device dev: not found), which
- * 2.27 fails on every path; 0 when it is one or that cannot be told. */
-int ng_preflight_no_allocation(const void* buff, int dev);
 /* 1 if a graph capture makes NCCL `version`'s registration fail on this thread (before 2.30.7). */
 int ng_capture_hazard(int version);
 

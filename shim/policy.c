@@ -194,7 +194,7 @@ static void phase_preflight(struct ng_regreq* reqs, int n) {
     if (!r->arg_reason && ng_cfg.preflight) {
       ng_preflight(r->buff, r->size, r->cv.dev, r->rules.version, &r->facts);
       /* 2.27 fails an address that is no CUDA allocation on every path (cuMemGetAddressRange) */
-      if (r->rules.all_paths && ng_preflight_no_allocation(r->buff, r->cv.dev)) r->arg_reason = NG_R_NOT_DEVICE;
+      if (r->rules.all_paths && ng_cuda_is_allocation(r->buff, r->cv.dev) == 0) r->arg_reason = NG_R_NOT_DEVICE;
     }
     if (!r->arg_reason && ng_capture_hazard(r->rules.version)) {
       /* relaxed capture mode lets 2.28 - 2.30.6 register with the capture intact (measured on H200).
@@ -368,7 +368,6 @@ static void phase_register(struct ng_regreq* reqs, int n) {
     reqs[last].result = register_one(&reqs[last]);
   } else {
     ncclResult_t r, e;
-    double t = ng_now_us();
     NG_CALL(r, ncclGroupStart);
     for (int i = 0; i < n; i++) {
       if (reqs[i].decision != NG_D_REGISTER) continue;
@@ -385,7 +384,7 @@ static void phase_register(struct ng_regreq* reqs, int n) {
         q->result = ng_wait_ready(q->comm, q->cv.dev);
       else if (q->result == ncclSuccess) q->result = e;
     }
-    for (int i = 0; i < n; i++) reqs[i].nccl_us = reqs[i].decision == NG_D_REGISTER ? ng_now_us() - t : 0;
+    for (int i = 0; i < n; i++) reqs[i].nccl_us = reqs[i].decision == NG_D_REGISTER ? ng_now_us() - t0 : 0;
   }
   double t1 = ng_now_us();
   for (int i = 0; i < n; i++) reqs[i].reg_wall_us = t1 - ta;

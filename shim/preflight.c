@@ -9,7 +9,7 @@
  *   2.29             the range inside one allocation; 2.30+ any number of mapped VMM segments.
  * None of these apply when the communicator has no symmetric support (rules.c): NCCL then
  * registers locally or answers with a NULL window, whatever the buffer - except on 2.27, which looks
- * the allocation up on every path (ng_preflight_no_allocation, rules.all_paths). */
+ * the allocation up on every path (rules.all_paths, ng_cuda_is_allocation in policy.c). */
 #include <stdint.h>
 
 #include "guard.h"
@@ -67,7 +67,5 @@ int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* 
     if (*facts & (1u << r)) return r;
   return NG_R_OK;
 }
-
-int ng_preflight_no_allocation(const void* buff, int dev) { return ng_cuda_is_allocation(buff, dev) == 0; }
 
 int ng_capture_hazard(int version) { return version < 23007 && ng_cuda_capturing(); }

@@ -265,6 +265,18 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommGrow)(ncclComm_t comm, int nRanks, const 
  * revoked there, so that abort is run from a thread of its own and waited for a bounded time; one
  * still running then is left running (the communicator counts as stuck, see agree.c) and the call
  * returns success with a WARN: the communicator is gone for the application either way. */
+/* The real finalize, destroy, abort or revoke. */
+static ncclResult_t real_eol(enum ng_real_id id, ncclComm_t comm, int flags) {
+  ncclResult_t res;
+  switch (id) {
+    case NG_ID_ncclCommFinalize: NG_CALL(res, ncclCommFinalize, comm); break;
+    case NG_ID_ncclCommDestroy: NG_CALL(res, ncclCommDestroy, comm); break;
+    case NG_ID_ncclCommAbort: NG_CALL(res, ncclCommAbort, comm); break;
+    default: NG_CALL(res, ncclCommRevoke, comm, flags); break;
+  }
+  return res;
+}
+
 struct eol_job {
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -274,16 +286,9 @@ struct eol_job {
   ncclResult_t res;
 };
 
-static void eol_run(struct eol_job* J) {
-  ncclResult_t res;
-  if (J->id == NG_ID_ncclCommDestroy) NG_CALL(res, ncclCommDestroy, J->comm);
-  else NG_CALL(res, ncclCommAbort, J->comm);
-  J->res = res;
-}
-
 static void* eol_main(void* p) {
   struct eol_job* J = p;
-  eol_run(J);
+  J->res = real_eol(J->id, J->comm, 0);
   pthread_mutex_lock(&J->mu);
   J->done = 1;
   int abandoned = J->abandoned;
@@ -309,9 +314,7 @@ static int eol_bounded(enum ng_real_id id, ncclComm_t comm, ncclResult_t* res) {
     threaded = ng_spawn_detached(eol_main, J) == 0;
   }
   if (!threaded) {
-    struct eol_job local = {.id = id, .comm = comm};
-    eol_run(&local);
-    *res = local.res;
+    *res = real_eol(id, comm, 0);
     if (J) pthread_mutex_destroy(&J->mu), pthread_cond_destroy(&J->cv), free(J);
     return 0;
   }
@@ -355,12 +358,7 @@ static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t c
   if (comm && ending && cv.broken && cv.state == NG_COMM_REVOKED) {
     left = eol_bounded(id, comm, &res); /* revoked by ncclguard: bounded (above) */
   } else {
-    switch (id) {
-      case NG_ID_ncclCommFinalize: NG_CALL(res, ncclCommFinalize, comm); break;
-      case NG_ID_ncclCommDestroy: NG_CALL(res, ncclCommDestroy, comm); break;
-      case NG_ID_ncclCommAbort: NG_CALL(res, ncclCommAbort, comm); break;
-      default: NG_CALL(res, ncclCommRevoke, comm, flags); break;
-    }
+    res = real_eol(id, comm, flags);
   }
   if (left) {
     ng_reg_comm_tombstone(comm, new_state);
