@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -27,7 +28,19 @@
 /* header: round, -round, count, -count, then the host id as 4 x 16 bits, then their negations, then
  * the communicator's cid likewise (the ranks that named it differently adopt the largest: a rank that
  * joined through ncclCommGrow knows only the unique id, the others only the parent) */
-#define NG_HDR 20
+#define NG_HDR_IDS 20
+/* ... then, as (x, -x) pairs, the settings that shape a decision (every rank must decide alike: a
+ * rank that degrades while its peer returns an error leaves them out of step) */
+static const char* const set_names[] = {"NCCLGUARD_ON_FAILURE", "NCCLGUARD_NULL_WINDOW", "NCCLGUARD_CAPTURE",
+                                        "NCCLGUARD_PREFLIGHT",  "NCCLGUARD_WARMUP",      "NCCLGUARD_RETRIES",
+                                        "the NCCL version"};
+#define NG_NSET ((int)(sizeof set_names / sizeof set_names[0]))
+#define NG_HDR (NG_HDR_IDS + 2 * 7)
+_Static_assert(NG_NSET == 7, "header layout");
+static void settings(int32_t* v) {
+  v[0] = ng_cfg.on_failure, v[1] = ng_cfg.null_window, v[2] = ng_cfg.capture, v[3] = ng_cfg.preflight;
+  v[4] = ng_cfg.warmup, v[5] = ng_cfg.retries, v[6] = ng_nccl_version();
+}
 
 static void nap(double* us) {
   struct timespec ts = {0, (long)(*us * 1000)};
@@ -96,10 +109,14 @@ static void revoke_comm(ncclComm_t comm, int dev, const char* why) {
   struct ng_commview v;
   ng_reg_comm_get(comm, &v);
   /* once: a second revoke is an error in NCCL (the watchdog and the round may both give up) */
-  if (!ng_can_revoke() || !ng_reg_comm_usable(comm) || v.state == NG_COMM_REVOKED) return;
+  if (!ng_can_revoke() || v.state == NG_COMM_REVOKED) return;
+  /* counted in flight atomically with the check that it is usable: an ncclCommAbort from another
+   * thread (PyTorch's watchdog) waits until this call is out of NCCL before it frees the communicator */
+  if (!ng_reg_comm_enter(comm)) return;
   ng_reg_comm_set_state(comm, NG_COMM_REVOKED); /* first: the other of two givers-up sees it */
   ncclResult_t r;
   NG_CALL(r, ncclCommRevoke, comm, 0);
+  ng_reg_comm_leave(comm);
   ng_log_msg(NG_LOG_WARN, dev, "agree", "communicator %p revoked by ncclguard (%s): %s; its pending operations are "
              "stopped and its collectives now fail. Abort it (ncclCommAbort) and create a new one", (void*)comm, why,
              ng_result_name(r));
@@ -110,7 +127,9 @@ static void revoke_comm(ncclComm_t comm, int dev, const char* why) {
  * communicator when the call outlives its deadline, which ends the wait (NCCL polls the abort flag
  * there). Without ncclCommRevoke (NCCL < 2.28.7) such a call waits for its peer as NCCL alone does. */
 static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wd_cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t wd_cond; /* CLOCK_MONOTONIC (ng_cond_init): made at the first watch */
+static pthread_once_t wd_once = PTHREAD_ONCE_INIT;
+static void wd_init(void) { ng_cond_init(&wd_cond); }
 static struct watch* wd_list;
 static int wd_running;
 /* When the sleeping watchdog wakes next (1e300: only when signalled; 0: it is awake and scans
@@ -157,12 +176,7 @@ static void* wd_main(void* arg) {
       pthread_cond_wait(&wd_cond, &wd_lock);
     } else {
       wd_wake = next;
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      double wait_us = next - now + 1000;
-      ts.tv_sec += (time_t)(wait_us / 1e6);
-      ts.tv_nsec += (long)((wait_us - (double)(long)(wait_us / 1e6) * 1e6) * 1000);
-      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      struct timespec ts = ng_mono_after(next - now + 1000);
       pthread_cond_timedwait(&wd_cond, &wd_lock, &ts);
     }
   }
@@ -172,6 +186,7 @@ static void* wd_main(void* arg) {
 void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline) {
   *w = (struct watch){.comm = comm, .dev = dev, .deadline = deadline};
   if (!ng_can_revoke()) return;
+  pthread_once(&wd_once, wd_init);
   pthread_mutex_lock(&wd_lock);
   if (!wd_running && ng_spawn_detached(wd_main, NULL) == 0) wd_running = 1;
   w->next = wd_list;
@@ -197,7 +212,8 @@ int ng_watch_disarm(struct watch* w) {
 /* In a forked child the watchdog thread does not exist: start afresh. */
 void ng_watch_after_fork(void) {
   pthread_mutex_init(&wd_lock, NULL);
-  pthread_cond_init(&wd_cond, NULL);
+  ng_cond_init(&wd_cond);
+  pthread_once(&wd_once, wd_init); /* (done, or the init above stands) */
   wd_list = NULL;
   wd_running = 0;
   wd_wake = 0;
@@ -209,6 +225,31 @@ void ng_watch_after_fork(void) {
 void ng_give_up(ncclComm_t comm, int dev, int reason) {
   ng_reg_comm_set_broken(comm, reason);
   revoke_comm(comm, dev, ng_reason_name(reason));
+}
+
+void ng_agree_res_free(int dev, const struct ng_agree_res* r) {
+  if (dev < 0 || !ng_cuda_ok()) { /* no context to free them in: only plain host memory goes */
+    if (!r->pinned) free(r->host);
+    return;
+  }
+  ng_ctx saved;
+  if (ng_cuda_push(dev, &saved)) return;
+  if (r->s && ng_cuda_stream_done(r->s) != 1) {
+    /* a round that timed out may still use them (its all-reduce waits for a peer that left) */
+    ng_cuda_pop(saved);
+    ng_log_msg(NG_LOG_INFO, dev, "agree", "agreement resources with work still queued are left allocated");
+    return;
+  }
+  if (r->s) (void)ng_cuda_stream_destroy(r->s);
+  if (r->buf) (void)ng_cuda_free(r->buf);
+  if (r->pinned) (void)ng_cuda_host_free(r->host);
+  else free(r->host);
+  ng_cuda_pop(saved);
+}
+
+void ng_watch_fork_lock(int lock) {
+  if (lock) pthread_mutex_lock(&wd_lock);
+  else pthread_mutex_unlock(&wd_lock);
 }
 
 /* Resources of one communicator for one round: held (ng_reg_res_acquire) until released. */
@@ -396,7 +437,7 @@ static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclR
   }
   if (helper) {
     pthread_mutex_init(&L->mu, NULL);
-    pthread_cond_init(&L->cv, NULL);
+    ng_cond_init(&L->cv);
     helper = ng_spawn_detached(launch_main, L) == 0;
     if (!helper) pthread_mutex_destroy(&L->mu), pthread_cond_destroy(&L->cv);
   }
@@ -437,7 +478,7 @@ static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclR
 }
 
 static const char* status_name(int s) {
-  static const char* n[] = {"ok", "timeout", "out of step", "communicator aborted", "failed"};
+  static const char* n[] = {"ok", "timeout", "out of step", "communicator aborted", "failed", "settings differ"};
   return (unsigned)s < sizeof n / sizeof n[0] ? n[s] : "?";
 }
 
@@ -503,8 +544,9 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
     q->held = a >= 0;
     q->len = NG_HDR + (size_t)q->count * NG_NVOTE;
     if (a < 0 || ensure(q)) {
-      ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: cannot set up the agreement buffer for communicator %p%s", what,
-                 (void*)q->comm, a < 0 ? " (another thread runs a round on it)" : "");
+      ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: cannot set up the agreement buffer for communicator %p%s: "
+                 "this rank cannot take part in a round its peers run, so the communicator is given up", what,
+                 (void*)q->comm, a < 0 ? " (another thread runs a round on it)" : " (device or host out of memory?)");
       res = ncclUnhandledCudaError;
       break;
     }
@@ -520,6 +562,9 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
       h[12 + k] = (int32_t)((cv.cid >> (16 * k)) & 0xffff);
       h[16 + k] = -h[12 + k];
     }
+    int32_t set[NG_NSET];
+    settings(set);
+    for (int k = 0; k < NG_NSET; k++) h[NG_HDR_IDS + 2 * k] = set[k], h[NG_HDR_IDS + 2 * k + 1] = -set[k];
     for (int i = 0, k = 0; i < n; i++)
       if (gi[i] == j) memcpy(h + NG_HDR + (size_t)(k++) * NG_NVOTE, votes[i].v, sizeof votes[i].v);
     ng_ctx saved;
@@ -596,6 +641,24 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
                    (int)-h[1], (int)h[0], (int)-h[3], (int)h[2]);
       }
     }
+    for (int j = 0; j < ng; j++) { /* the same decision-shaping settings on every rank */
+      const int32_t* h = g[j].res.host;
+      if (g[j].status != NG_AGREE_OK) continue;
+      char diff[512] = "";
+      size_t dl = 0;
+      for (int k = 0; k < NG_NSET; k++) {
+        int32_t hi = h[NG_HDR_IDS + 2 * k], lo = -h[NG_HDR_IDS + 2 * k + 1];
+        if (hi == lo) continue;
+        g[j].status = NG_AGREE_SETTINGS;
+        int w = snprintf(diff + dl, sizeof diff - dl, "%s%s (values %d..%d)", dl ? ", " : "", set_names[k], (int)lo,
+                         (int)hi);
+        if (w > 0 && (size_t)w < sizeof diff - dl) dl += (size_t)w;
+      }
+      if (g[j].status == NG_AGREE_SETTINGS)
+        ng_log_msg(NG_LOG_WARN, g[j].dev, "agree", "%s: the ranks of communicator %p run with different settings: %s. "
+                   "Every rank refuses this registration; %s", what, (void*)g[j].comm, diff,
+                   ng_reason_advice(NG_R_SETTINGS_MISMATCH));
+    }
     for (int j = 0; j < ng; j++) { /* one name for the communicator on every rank */
       const int32_t* h = g[j].res.host;
       if (g[j].status != NG_AGREE_OK) continue;
@@ -632,10 +695,19 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
     struct grp* q = &g[j];
     int st = q->status;
     if (st == NG_AGREE_OK && !(res == ncclSuccess && w == 0)) st = NG_AGREE_FAILED;
-    if (st != NG_AGREE_OK) {
-      /* our all-reduce may still wait on the GPU for a peer: stop it where NCCL can */
-      if (st == NG_AGREE_ABORTED || !q->queued) ng_reg_comm_set_broken(q->comm, status_reason(st));
-      else ng_give_up(q->comm, q->dev, status_reason(st)); /* work of ours may wait on the GPU */
+    if (st == NG_AGREE_SETTINGS) { /* the round itself completed in step: the ranks refuse alike */
+      if (ret == ncclSuccess) ret = ncclInvalidUsage;
+    } else if (st != NG_AGREE_OK) {
+      /* A rank leaves the sequence of rounds only with its communicator stopped (the invariant,
+       * docs/DESIGN.md): our all-reduce may still wait on the GPU for a peer, or (a round this rank
+       * could not set up or enqueue) the peers' all-reduces wait for ours, and would pair with the
+       * application's next collective here. Revoked where NCCL can; an aborted one is stopped already. */
+      if (st == NG_AGREE_ABORTED) ng_reg_comm_set_broken(q->comm, status_reason(st));
+      else ng_give_up(q->comm, q->dev, status_reason(st));
+      if (st != NG_AGREE_ABORTED && !ng_can_revoke() && !q->queued)
+        ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: this rank could not run the agreement round on communicator %p "
+                   "that its peers run, and the loaded NCCL cannot revoke (before 2.28.7): abort this communicator "
+                   "on every rank (ncclCommAbort) before any other collective on it", what, (void*)q->comm);
       if (st == NG_AGREE_TIMEOUT)
         ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: the agreement all-reduce on communicator %p did not complete "
                    "within NCCLGUARD_TIMEOUT=%gs: %s", what, (void*)q->comm, ng_cfg.timeout_s,

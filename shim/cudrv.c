@@ -32,6 +32,7 @@ static struct {
   ng_cures (*cuMemcpyDtoHAsync)(void*, ng_devptr, size_t, ng_stream);
   ng_cures (*cuStreamCreate)(ng_stream*, unsigned);
   ng_cures (*cuStreamQuery)(ng_stream);
+  ng_cures (*cuStreamDestroy)(ng_stream);
   ng_cures (*cuStreamIsCapturing)(ng_stream, int*);
   ng_cures (*cuThreadExchangeStreamCaptureMode)(int*);
   ng_cures (*cuDriverGetVersion)(int*);
@@ -99,6 +100,7 @@ static void cu_load(void) {
       {(void**)&cu.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
       {(void**)&cu.cuStreamCreate, "cuStreamCreate"},
       {(void**)&cu.cuStreamQuery, "cuStreamQuery"},
+      {(void**)&cu.cuStreamDestroy, "cuStreamDestroy_v2"},
       {(void**)&cu.cuStreamIsCapturing, "cuStreamIsCapturing"},
       {(void**)&cu.cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode"},
       {(void**)&cu.cuDriverGetVersion, "cuDriverGetVersion"},
@@ -174,6 +176,7 @@ void ng_cuda_pop(ng_ctx saved) {
 static __thread ng_cures guarded_ret;
 
 int ng_cuda_stream_create(ng_stream* s) { return GUARDED(cu.cuStreamCreate(s, NG_CU_STREAM_NON_BLOCKING)); }
+int ng_cuda_stream_destroy(ng_stream s) { return GUARDED(cu.cuStreamDestroy(s)); }
 int ng_cuda_alloc(ng_devptr* p, size_t bytes) { return GUARDED(cu.cuMemAlloc(p, bytes)); }
 int ng_cuda_free(ng_devptr p) { return GUARDED(cu.cuMemFree(p)); }
 int ng_cuda_host_alloc(void** p, size_t bytes) { return GUARDED(cu.cuMemAllocHost(p, bytes)); }

@@ -60,6 +60,7 @@ const char* ng_version(void);
 int ng_nccl_version(void);
 /* Log (once, at info) where the real NCCL was found; called once the rank is known. */
 void ng_log_source(void);
+void ng_real_fork_lock(int on); /* fork prepare (1), parent and child (0): the resolution lock */
 
 /* Call the real function `fn` with the in-NCCL guard held; `res` receives its result. */
 #define NG_CALL(res, fn, ...)                                                   \
@@ -101,6 +102,7 @@ void ng_line_end(struct ng_line* l, const char* fmt, ...) __attribute__((format(
 void ng_log_msg(int level, int dev, const char* fn, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void ng_log_after_fork(void);
+void ng_log_fork_lock(int on); /* fork prepare (1), parent and child (0) */
 /* Expand %h (host), %p (pid), %r (rank), %% in a log path; 0 on success, -1 if it does not fit. */
 int ng_expand_path(const char* pat, char* out, size_t cap);
 void ng_log_set_rank(int rank);
@@ -126,6 +128,7 @@ void ng_cuda_pop(ng_ctx saved);
 void ng_cuda_after_fork(void);
 /* Device scratch and a private non-blocking stream on the current context. */
 int ng_cuda_stream_create(ng_stream* s);
+int ng_cuda_stream_destroy(ng_stream s);
 int ng_cuda_alloc(ng_devptr* p, size_t bytes);
 int ng_cuda_free(ng_devptr p);
 /* Pinned host memory: copies to and from it are asynchronous (pageable memory makes a
@@ -208,6 +211,13 @@ void ng_reg_comm_stuck(ncclComm_t comm, int delta);
 void ng_reg_comm_set_cid(ncclComm_t comm, uint64_t cid);
 /* 1 unless the communicator is being aborted/destroyed or is gone: ncclguard may call NCCL on it. */
 int ng_reg_comm_usable(ncclComm_t comm);
+/* A call of ncclguard's own on a known communicator from a thread that is not the application's (the
+ * watchdog's revoke): enter returns 1 and counts it when the communicator is usable, atomically with
+ * that check; leave uncounts it. The end of life waits (bounded) until none is in flight, so NCCL never
+ * frees a communicator under such a call. */
+int ng_reg_comm_enter(ncclComm_t comm);
+void ng_reg_comm_leave(ncclComm_t comm);
+int ng_reg_comm_inflight(ncclComm_t comm);
 /* Agreement resources of a communicator, created by agree.c: a private stream, device scratch and
  * the host side of its copies (never on a caller's stack: a timed-out round may still use them). */
 struct ng_agree_res {
@@ -228,6 +238,12 @@ void ng_reg_comm_tombstone(ncclComm_t comm, int state);
 int ng_reg_pool_take(int dev, struct ng_agree_res* res);
 /* Give back resources that are still busy (their stream has queued work). */
 void ng_reg_pool_put(int dev, const struct ng_agree_res* res);
+/* Free the resources that did not fit into the pool (called without the lock; release and tombstone
+ * call it). */
+void ng_reg_pool_drain(void);
+/* Free one communicator's agreement resources (agree.c): stream, device scratch, host staging. A
+ * stream with work still queued (a round that timed out) is left as it is, with its buffers. */
+void ng_agree_res_free(int dev, const struct ng_agree_res* res);
 
 void ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, int flags, int seq);
 /* Removes; returns 1 and fills seq/buff/size if known. */
@@ -235,6 +251,7 @@ int ng_reg_win_del(ncclWindow_t win, int* seq, void** buff, size_t* size);
 void ng_reg_buf_add(void* handle, ncclComm_t comm, void* buff, size_t size);
 int ng_reg_buf_del(void* handle);
 void ng_reg_reset_after_fork(void);
+void ng_reg_fork_lock(int on);
 long ng_reg_live_windows(void);
 
 uint64_t ng_fnv(uint64_t h, const void* data, size_t n);
@@ -271,7 +288,8 @@ ncclResult_t ng_wait_ready(ncclComm_t comm, int dev);
  * come back in place. Returns ncclSuccess when every communicator's round completed in step;
  * otherwise the entries' status says why and each failed communicator is left broken. */
 #define NG_NVOTE 32
-enum ng_agree_status { NG_AGREE_OK, NG_AGREE_TIMEOUT, NG_AGREE_STEP, NG_AGREE_ABORTED, NG_AGREE_FAILED };
+enum ng_agree_status { NG_AGREE_OK, NG_AGREE_TIMEOUT, NG_AGREE_STEP, NG_AGREE_ABORTED, NG_AGREE_FAILED,
+                       NG_AGREE_SETTINGS /* completed in step, but the ranks' settings differ: every rank refuses */ };
 struct ng_vote {
   ncclComm_t comm;
   int dev;
@@ -296,11 +314,15 @@ struct watch {
 void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline);
 /* Start fn(arg) on a detached thread: 0 when it runs. */
 int ng_spawn_detached(void* (*fn)(void*), void* arg);
-/* With mu held: wait on cv until *done is set or the clock passes until_us (re-checked at least every
+/* pthread_cond_init on CLOCK_MONOTONIC: every condition variable ncclguard waits on with a timeout. */
+int ng_cond_init(pthread_cond_t* cv);
+struct timespec ng_mono_after(double us);
+/* With mu held (cv made by ng_cond_init): wait on cv until *done is set or the clock passes until_us (re-checked at least every
  * 100 ms); returns *done. */
 int ng_wait_done(pthread_mutex_t* mu, pthread_cond_t* cv, const int* done, double until_us);
 int ng_watch_disarm(struct watch* w);
 void ng_watch_after_fork(void);
+void ng_watch_fork_lock(int lock); /* fork prepare (1) / parent (0): the watchdog's lock */
 /* vote layout: [0, NG_NREASONS) one flag per reason NCCL refuses the buffer for on any path */
 enum {
   NG_VOTE_FIRST_BAD = NG_NREASONS, /* nranks - lowest rank with such a reason */
@@ -339,7 +361,6 @@ struct ng_regreq {
   double t0;
   double agree_us;  /* time in the agreement rounds of its batch (warm-up, vote, go, outcome) */
   double nccl_us;   /* time in NCCL's registration calls of its batch */
-  double reg_wall_us; /* wall time of the registration step (armed watchdog to disarmed) */
 };
 enum ng_decision {
 #define NG_DECISION(id, name, meaning) NG_D_##id,

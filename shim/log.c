@@ -422,3 +422,8 @@ __attribute__((destructor)) static void ng_summary(void) {
   ng_line_end(&l, "ncclguard summary for this process");
   ng_cfg.log_level = saved;
 }
+
+void ng_log_fork_lock(int on) {
+  if (on) pthread_mutex_lock(&open_lock);
+  else pthread_mutex_unlock(&open_lock);
+}

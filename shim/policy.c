@@ -150,7 +150,11 @@ static void phase_prepare(struct ng_regreq* reqs, int n) {
       complete_view(r);
     }
     r->seq = ng_reg_comm_next(r->comm, NG_NEXT_WINSEQ);
-    if (st != ncclSuccess) error_out(r, st == ncclSystemError ? NG_R_TIMEOUT : NG_R_NOT_READY, st);
+    if (st != ncclSuccess) {
+      /* this rank leaves before the vote its peers run: stopped for them too (the invariant) */
+      error_out(r, st == ncclSystemError ? NG_R_TIMEOUT : NG_R_NOT_READY, st);
+      if (ng_cfg.agree && r->cv.nranks != 1) ng_give_up(r->comm, r->cv.dev, r->local_reason);
+    }
   }
 }
 
@@ -180,7 +184,10 @@ static void phase_warmup(struct ng_regreq* reqs, int n, struct ng_vote* votes, i
     if (reqs[i].decision != NG_D_ERROR && w != ncclSuccess) {
       struct ng_commview now;
       ng_reg_comm_get(reqs[i].comm, &now);
+      int settings = 0;
+      for (int j = 0; j < nw; j++) settings |= votes[j].comm == reqs[i].comm && votes[j].status == NG_AGREE_SETTINGS;
       if (now.broken) error_out(&reqs[i], now.broken, w);
+      else if (settings) error_out(&reqs[i], NG_R_SETTINGS_MISMATCH, ncclInvalidUsage);
     }
 }
 
@@ -258,8 +265,9 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
 
 static void vote_failed(struct ng_regreq* r, const struct ng_vote* vt, ncclResult_t a) {
   int reason = vt->status == NG_AGREE_TIMEOUT ? NG_R_TIMEOUT : vt->status == NG_AGREE_STEP ? NG_R_OUT_OF_STEP
-               : vt->status == NG_AGREE_ABORTED ? NG_R_COMM_DESTROYED : NG_R_AGREE_FAILED;
-  error_out(r, reason, a == ncclSuccess ? ncclInternalError : a);
+               : vt->status == NG_AGREE_ABORTED ? NG_R_COMM_DESTROYED
+               : vt->status == NG_AGREE_SETTINGS ? NG_R_SETTINGS_MISMATCH : NG_R_AGREE_FAILED;
+  error_out(r, reason, vt->status == NG_AGREE_SETTINGS ? ncclInvalidUsage : a == ncclSuccess ? ncclInternalError : a);
   r->local_reason = reason;
 }
 
@@ -387,7 +395,6 @@ static void phase_register(struct ng_regreq* reqs, int n) {
     for (int i = 0; i < n; i++) reqs[i].nccl_us = reqs[i].decision == NG_D_REGISTER ? ng_now_us() - t0 : 0;
   }
   double t1 = ng_now_us();
-  for (int i = 0; i < n; i++) reqs[i].reg_wall_us = t1 - ta;
   for (int i = 0; wds && i < n; i++)
     if (reqs[i].decision == NG_D_REGISTER && ng_watch_disarm(&wds[i])) {
       if (reqs[i].result == ncclSuccess && *reqs[i].win) { /* never leak a live window */
@@ -419,26 +426,26 @@ static void nccl_failed(struct ng_regreq* r, ncclResult_t agreed, int here) {
   if (agreed != ncclInvalidArgument && r->decision == NG_D_DEGRADE) {
     ng_reg_comm_mark(r->comm, 0, 0, -1);
     r->decision = NG_D_ERROR;
-    r->result = agreed;
   }
+  if (r->decision == NG_D_ERROR) r->result = agreed; /* NCCL's own error code, never replaced */
 }
 
 /* NCCL 2.28.3 - 2.30.x end a symmetric registration with a bootstrap barrier that every rank
  * reaches only after all of its own fallible steps (src/dev_runtime.cc, ncclDevrWindowRegisterInGroup:
  * ... symWindowCreate, cudaStreamSynchronize, bootstrapBarrier; read at the release tags): there,
  * success on one rank means success on every rank, and a rank where NCCL failed has peers that failed
- * too (they then meet in the outcome round) or wait in that barrier (its outcome round times out,
- * as it would anyway). So only the ranks where NCCL failed run the outcome round, for a single
- * registration that every rank's rules send down that path; everywhere else (2.27, local
- * registration, a batch, other versions) every rank runs it. */
+ * too or that wait in that barrier until ncclguard's watchdog revokes them. So, for a single
+ * registration that every rank's rules send down that path, NO rank runs the outcome round: whether a
+ * round runs depends only on what every rank knows alike (the batch size, the agreed vote, the NCCL
+ * version, which the round header checks), never on this rank's own result or timing, so no rank can
+ * run a round alone that would pair with a peer's next collective. A rank where NCCL failed falls back
+ * alone. Everywhere else (2.27, local registration, a batch, other versions) every rank runs it.
+ * 2.28.7+ only: the residual case (2.28's rules misjudge the path, NCCL's local registration fails on
+ * some ranks only) then gives different outcomes per rank, never a stray round; before 2.28.7 every
+ * rank runs the round. */
 static int outcome_by_barrier(const struct ng_regreq* r, int n) {
   int v = r->rules.version;
-  /* - 2.28.7+ only: before it a rank that ran the outcome round alone (a misjudged path: the
-   *   2.28 rules are rebuilt from NVML) would leave its all-reduce queued, with no revoke to stop it;
-   * - NCCL quick enough on this rank: a rank whose registration took near the deadline may have
-   *   been revoked in the barrier by ncclguard's watchdog while a slower peer completed it (that
-   *   peer must then learn it in the outcome round) */
-  return n == 1 && r->sym_all && v >= 22807 && v < 23100 && r->reg_wall_us < ng_cfg.timeout_s * 1e6 / 2;
+  return n == 1 && r->sym_all && v >= 22807 && v < 23100;
 }
 
 static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, int use_agree) {
@@ -450,7 +457,10 @@ static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, 
       if (reqs[i].decision == NG_D_REGISTER && reqs[i].result != ncclSuccess) nccl_failed(&reqs[i], reqs[i].result, 1);
     return;
   }
-  if (outcome_by_barrier(&reqs[0], n) && reqs[0].decision == NG_D_REGISTER && reqs[0].result == ncclSuccess) return;
+  if (outcome_by_barrier(&reqs[0], n)) { /* the same on every rank: no round */
+    if (reqs[0].decision == NG_D_REGISTER && reqs[0].result != ncclSuccess) nccl_failed(&reqs[0], reqs[0].result, 1);
+    return;
+  }
   int nv = 0;
   for (int i = 0; i < n; i++) {
     if (reqs[i].decision != NG_D_REGISTER) continue;
@@ -587,6 +597,9 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
   phase_null_window(reqs, n);
   ncclResult_t ret = ncclSuccess;
   for (int i = 0; i < n; i++) {
+    /* an error never leaves *win set: a window NCCL wrote and ncclguard deregistered again would be
+     * deregistered a second time by the application's cleanup */
+    if (reqs[i].result != ncclSuccess && reqs[i].win) *reqs[i].win = NULL;
     report(&reqs[i]);
     if (ret == ncclSuccess && reqs[i].result != ncclSuccess) ret = reqs[i].result;
   }

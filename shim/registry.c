@@ -17,6 +17,7 @@ struct comm_ent {
   struct ng_agree_res agree;
   int agree_in_use;  /* an agreement round of some thread holds `agree` (ng_reg_res_acquire) */
   int evict_pending; /* a tombstone evicted while in use: freed at release */
+  int inflight;      /* calls ncclguard makes on it from threads of its own (the watchdog's revoke) */
   UT_hash_handle hh;
 };
 
@@ -55,6 +56,41 @@ struct pool_ent { int dev; struct ng_agree_res res; };
 static struct pool_ent pool[NG_POOL];
 static int npool;
 
+/* Resources that did not fit into the pool: freed outside the lock (ng_reg_pool_drain), never dropped
+ * (300 communicators alive at once, created and destroyed in cycles, grew the process by the
+ * resources of every communicator past the pool's 256 per cycle: issue 19, measured on 1 x H200). */
+static struct pool_ent* spill;
+static int nspill, capspill;
+
+/* With the lock held: into the pool, else onto the spill list (freed by the next drain). */
+static void pool_add_locked(int dev, const struct ng_agree_res* res) {
+  if (!res->s && !res->buf && !res->host) return;
+  if (npool < NG_POOL) {
+    pool[npool++] = (struct pool_ent){dev, *res};
+    return;
+  }
+  if (nspill == capspill) {
+    int cap = capspill ? 2 * capspill : 16;
+    struct pool_ent* p = realloc(spill, (size_t)cap * sizeof *p);
+    if (!p) return; /* out of host memory: these few bytes are lost, not freed twice */
+    spill = p, capspill = cap;
+  }
+  spill[nspill++] = (struct pool_ent){dev, *res};
+}
+
+void ng_reg_pool_drain(void) {
+  for (;;) {
+    pthread_mutex_lock(&lock);
+    if (!nspill) {
+      pthread_mutex_unlock(&lock);
+      return;
+    }
+    struct pool_ent e = spill[--nspill];
+    pthread_mutex_unlock(&lock);
+    ng_agree_res_free(e.dev, &e.res); /* a CUDA call: never under the registry lock */
+  }
+}
+
 int ng_reg_pool_take(int dev, struct ng_agree_res* res) {
   int found = 0;
   pthread_mutex_lock(&lock);
@@ -70,7 +106,7 @@ int ng_reg_pool_take(int dev, struct ng_agree_res* res) {
 
 void ng_reg_pool_put(int dev, const struct ng_agree_res* res) {
   pthread_mutex_lock(&lock);
-  if (npool < NG_POOL) pool[npool++] = (struct pool_ent){dev, *res};
+  pool_add_locked(dev, res);
   pthread_mutex_unlock(&lock);
 }
 
@@ -128,7 +164,8 @@ int ng_reg_comm_get(ncclComm_t comm, struct ng_commview* v) {
 void ng_reg_comm_set_state(ncclComm_t comm, int state) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);
-  if (e) e->v.state = state;
+  /* a tombstone's state never goes back: NCCL must not see a destroyed communicator again */
+  if (e && e->v.state != NG_COMM_DESTROYED && e->v.state != NG_COMM_ABORTED) e->v.state = state;
   pthread_mutex_unlock(&lock);
 }
 
@@ -200,6 +237,30 @@ void ng_reg_comm_stuck(ncclComm_t comm, int delta) {
   pthread_mutex_unlock(&lock);
 }
 
+int ng_reg_comm_enter(ncclComm_t comm) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  int ok = e && !e->v.aborting && e->v.state != NG_COMM_DESTROYED && e->v.state != NG_COMM_ABORTED;
+  if (ok) e->inflight++;
+  pthread_mutex_unlock(&lock);
+  return ok;
+}
+
+void ng_reg_comm_leave(ncclComm_t comm) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  if (e && e->inflight > 0) e->inflight--;
+  pthread_mutex_unlock(&lock);
+}
+
+int ng_reg_comm_inflight(ncclComm_t comm) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  int n = e ? e->inflight : 0;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
 int ng_reg_comm_usable(ncclComm_t comm) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);
@@ -231,8 +292,8 @@ void ng_reg_res_release(ncclComm_t comm, const struct ng_agree_res* res) {
     e->agree_in_use = 0;
     int gone = e->v.state == NG_COMM_DESTROYED || e->v.state == NG_COMM_ABORTED;
     if (!gone) e->agree = *res;
-    else if (res->s && npool < NG_POOL) /* (a device never learnt, -1: kept, never handed out) */
-      pool[npool++] = (struct pool_ent){e->v.dev, *res}; /* the pool hands out idle resources only */
+    else pool_add_locked(e->v.dev, res); /* the pool hands out idle resources only (a device never
+                                            learnt, -1: kept, never handed out) */
     if (gone) memset(&e->agree, 0, sizeof e->agree);
     if (e->evict_pending) {
       HASH_DEL(comms, e);
@@ -240,6 +301,7 @@ void ng_reg_res_release(ncclComm_t comm, const struct ng_agree_res* res) {
     }
   }
   pthread_mutex_unlock(&lock);
+  ng_reg_pool_drain();
 }
 
 void ng_reg_comm_tombstone(ncclComm_t comm, int state) {
@@ -255,8 +317,8 @@ void ng_reg_comm_tombstone(ncclComm_t comm, int state) {
     /* A round in flight keeps them: ng_reg_res_release hands them on when it ends. */
     if (!e->agree_in_use) {
       /* (a device never learnt, -1: kept there too, never handed out) */
-      if (e->agree.s && npool < NG_POOL) pool[npool++] = (struct pool_ent){e->v.dev, e->agree};
-      memset(&e->agree, 0, sizeof e->agree); /* owned by the pool now (or dropped when it is full) */
+      pool_add_locked(e->v.dev, &e->agree);
+      memset(&e->agree, 0, sizeof e->agree); /* owned by the pool (or its spill list) now */
     }
     ncclComm_t evict = tomb_ring[tomb_next % NG_TOMBSTONES];
     tomb_ring[tomb_next++ % NG_TOMBSTONES] = comm;
@@ -285,6 +347,7 @@ void ng_reg_comm_tombstone(ncclComm_t comm, int state) {
     }
   }
   pthread_mutex_unlock(&lock);
+  ng_reg_pool_drain();
 }
 
 void ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, int flags, int seq) {
@@ -388,6 +451,11 @@ void ng_reg_reset_after_fork(void) {
     if (pool[i].res.pinned) keep_pinned(pool[i].res.host);
     else free(pool[i].res.host);
   }
+  for (int i = 0; i < nspill; i++) {
+    if (spill[i].res.pinned) keep_pinned(spill[i].res.host);
+    else free(spill[i].res.host);
+  }
+  nspill = 0;
   struct win_ent *w, *wtmp;
   HASH_ITER(hh, wins, w, wtmp) { HASH_DEL(wins, w); free(w); }
   struct buf_ent *b, *btmp;
@@ -396,4 +464,11 @@ void ng_reg_reset_after_fork(void) {
   memset(tomb_ring, 0, sizeof tomb_ring);
   tomb_next = 0;
   npool = 0; /* the parent's CUDA streams are not the child's */
+}
+
+/* fork(): prepare takes the lock (1), parent and child release it (0), so that a child never inherits
+ * it held by a thread that does not exist there, or a table half-updated. */
+void ng_reg_fork_lock(int on) {
+  if (on) pthread_mutex_lock(&lock);
+  else pthread_mutex_unlock(&lock);
 }

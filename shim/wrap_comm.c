@@ -310,7 +310,7 @@ static int eol_bounded(enum ng_real_id id, ncclComm_t comm, ncclResult_t* res) {
   if (J) {
     J->id = id, J->comm = comm;
     pthread_mutex_init(&J->mu, NULL);
-    pthread_cond_init(&J->cv, NULL);
+    ng_cond_init(&J->cv);
     threaded = ng_spawn_detached(eol_main, J) == 0;
   }
   if (!threaded) {
@@ -353,7 +353,12 @@ static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t c
   }
   /* From here ncclguard makes no call of its own on this communicator (another thread may be in an
    * agreement round on it: it stops at its next step). */
-  if (comm && ending) ng_reg_comm_set_aborting(comm, 1);
+  if (comm && ending) {
+    ng_reg_comm_set_aborting(comm, 1);
+    /* ... and a call of its own from another thread (the watchdog's revoke) leaves NCCL before NCCL
+     * frees the communicator: waited for, bounded (a revoke takes milliseconds) */
+    for (double until = ng_now_us() + 5e6; ng_reg_comm_inflight(comm) > 0 && ng_now_us() < until;) usleep(200);
+  }
   int left = 0;
   if (comm && ending && cv.broken && cv.state == NG_COMM_REVOKED) {
     left = eol_bounded(id, comm, &res); /* revoked by ncclguard: bounded (above) */

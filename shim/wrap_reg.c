@@ -12,6 +12,7 @@ static ncclResult_t refuse(struct ng_regreq* r, int reason, ncclResult_t res) {
   r->first_bad_rank = -1;
   r->decision = NG_D_ERROR;
   r->result = res;
+  if (r->win) *r->win = NULL; /* an error never leaves a window pointer the application could free twice */
   ng_stat_add(NG_ST_ERRORS, 1);
   ng_log_reg(r, NG_LOG_WARN, ng_reason_advice(reason));
   return res;

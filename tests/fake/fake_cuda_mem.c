@@ -76,6 +76,11 @@ EXPORT CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
   if (!dptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = fc_unsafe_check();
   if (r != CUDA_SUCCESS) return r;
+  /* Fault injection (read at every call, so a program can turn it on and off around one step):
+   * FAKE_CUDA_OOM_BELOW=N fails every cuMemAlloc of at most N bytes, as a GPU whose memory the
+   * caching allocator already holds does (issue 19, case 1). */
+  const char *oom = getenv("FAKE_CUDA_OOM_BELOW");
+  if (oom && *oom && bytesize <= (size_t)strtoull(oom, NULL, 0)) return CUDA_ERROR_OUT_OF_MEMORY;
   void *p = NULL;
   if (posix_memalign(&p, 4096, bytesize) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&mem_lock);

@@ -308,6 +308,10 @@ static void reg_finish(struct fn_op *op, ncclResult_t r)
     if (a->va) cuMemAddressFree(a->va, a->va_size);
     return;
   }
+  /* Fault injection, read at every call: FAKE_NCCL_REG_DELAY_MS=N holds this rank N ms after the
+   * exchange completed, before the call returns (a slow rank: issue 19, case 2) */
+  const char *dly = getenv("FAKE_NCCL_REG_DELAY_MS");
+  if (dly && *dly && atoi(dly) > 0) usleep((useconds_t)atoi(dly) * 1000);
   if (a->skip == 3) return; /* 2.28 with NCCL_LOCAL_REGISTER=0 and no symmetric support */
   if (a->skip == 1) { if (a->win) *a->win = NULL; return; }
   struct ncclWindow_vidmem *w = calloc(1, sizeof *w);
