@@ -1,6 +1,7 @@
 # The Python start-up hook (tools/python) against a stub torch (tests/data/fake_torch): when it
 # warms a group up, when it leaves rendezvous alone, disabling, renamed PyTorch symbols, its own
-# errors, chaining to the user's sitecustomize, silence without torch, the log format.
+# errors, chaining to the user's sitecustomize, silence without torch, the log format, in-process
+# restart (a group re-created under its old name).
 # Runs standalone too: sh tests/t_pyhook.sh
 : "${NG_ROOT:=$(cd "$(dirname "$0")/.." && pwd)}"
 . "$NG_ROOT/tests/lib.sh"
@@ -237,3 +238,50 @@ if [ -f "$lib" ] && [ -x "$NG_ROOT/tools/ncclguard-run" ]; then
 else
   fail launcher_puts_hook_on "no libncclguard.so ($lib)"
 fi
+
+# 17. in-process restart: destroy_process_group() then init_process_group() names the new default
+#     group "0" again (and new_group "1" again) with a fresh lazy communicator; PyTorch 2.11 resets
+#     its group counter on purpose (docs/PYTORCH.md §7). The hook once remembered warm-ups by name
+#     and skipped the new group's warm-up: NCCL got a NULL communicator (the stub: SIGSEGV). Each
+#     incarnation must get its own warm-up, and the second rendezvous must work.
+for g in world sub sub-name world-name; do
+  gname=1; case "$g" in world*) gname=0 ;; esac
+  py "re_$g" RANK=1 NCCLGUARD_LOG=info -- "$PROG" --group "$g" --times 2 --incarnations 2
+  one="\('all_reduce', '$gname', 1, 1\), \('comm_init', '$gname', 1\), \('rendezvous', '$gname', 1\), \('rendezvous', '$gname', 1\)"
+  destroyed="\('destroy', '0'\), "; [ "$gname" = 1 ] && destroyed="\('destroy', '0'\), \('destroy', '1'\), "
+  if [ "$(rc "re_$g")" != 0 ]; then fail "restart_warmup_$g" "exit $(rc "re_$g"): $(tail -3 "$T/re_$g.out")"
+  elif ! has "$T/re_$g.out" '^ERROR None$'; then fail "restart_warmup_$g" "$(grep ERROR "$T/re_$g.out")"
+  elif ! has "$T/re_$g.out" "^EVENTS \[$one, $destroyed$one\]$"; then
+    fail "restart_warmup_$g" "events: $(grep EVENTS "$T/re_$g.out")"
+  elif [ "$(count "$T/re_$g.err" "INFO fn=pyhook.rendezvous comm=0x0 .* group=$gname .*decision=warmup reason=lazy_comm")" != 2 ]; then
+    fail "restart_warmup_$g" "not one warm-up per incarnation: $(cat "$T/re_$g.err")"
+  else pass "restart_warmup_$g"; fi
+done
+# dead groups drop out of the hook's memory: three incarnations, one group remembered
+py re3 RANK=1 NCCLGUARD_LOG=info -- "$PROG" --times 2 --incarnations 3
+if [ "$(rc re3)" = 0 ] && has "$T/re3.out" '^ERROR None$' && has "$T/re3.out" '^HOOK_WARMED 1$' \
+   && [ "$(count "$T/re3.err" 'decision=warmup reason=lazy_comm')" = 3 ]; then
+  pass restart_dead_groups_forgotten
+else fail restart_dead_groups_forgotten "exit $(rc re3): $(tail -3 "$T/re3.out")"; fi
+# a group is warm only as the same live object whose communicator still reads what the warm-up
+# left; an object that took a dead group's id() is not
+env PYTHONPATH="$HOOK" PYTHONDONTWRITEBYTECODE=1 "$PY" - >"$T/ident.out" 2>&1 <<'PYEOF'
+import gc, weakref
+from ncclguard_hook import _symm as s
+class G(object):
+    pass
+a, b = G(), G()
+s._remember(a, 1, 0)
+assert s._is_warmed(a, 1, 0) and not s._is_warmed(a, 0, 0), "same object, device"
+assert not s._is_warmed(a, 1, 0x5500) and not s._is_warmed(b, 1, 0), "other comm, other object"
+s._remember(a, 1, 0x5500)
+assert not s._is_warmed(a, 1, 0), "warmed comm gone: not warm"
+s._warmed[(id(b), 1)] = (weakref.ref(a, s._forget), 0)   # b as if it had a's recycled id()
+assert not s._is_warmed(b, 1, 0) and (id(b), 1) not in s._warmed, "recycled id mistaken"
+del a
+gc.collect()
+assert s._warmed == {}, s._warmed
+print("good")
+PYEOF
+if [ "$(cat "$T/ident.out")" = good ]; then pass restart_group_identity
+else fail restart_group_identity "$(tail -3 "$T/ident.out")"; fi

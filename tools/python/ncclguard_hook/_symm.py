@@ -14,12 +14,20 @@ getCommPtr() looks at) is 0, it runs one one-element all-reduce on that group on
 device, which makes PyTorch create the communicator, logs it, and calls PyTorch's rendezvous.
 Anything else goes straight to PyTorch's function. Any error of its own is logged (once at WARN)
 and PyTorch's function is called as if the hook were not there.
+
+A warm-up is remembered per group *object* and device, never per group name: after
+destroy_process_group() and init_process_group() PyTorch names the new default group "0" again
+(and a new_group "1" again), with a fresh lazy communicator (docs/PYTORCH.md §7). A group counts as
+warmed only while it is the very object the warm-up ran on (held by a weak reference, so a dead
+group drops out and a recycled id() is not mistaken for it) and its communicator still reads
+what the warm-up left (0: the warm-up did not help, do not repeat it).
 """
 
 import functools
 import sys
 import threading
 import time
+import weakref
 
 from . import _log
 
@@ -33,7 +41,7 @@ NEEDS = ("torch.distributed._symmetric_memory.rendezvous",
          "torch._C._distributed_c10d.ProcessGroupNCCL._comm_ptr")
 
 _lock = threading.RLock()
-_warmed = {}          # (group name, device index) -> comm pointer after the warm-up
+_warmed = {}          # (id(group), device index) -> (weakref to the group, comm after the warm-up)
 _errors_logged = [0]  # hook errors already logged at WARN
 
 
@@ -216,12 +224,41 @@ def _before(tensor, group):
                ("size", int(getattr(tensor, "nbytes", 0) or 0))]
         if comm != 0:
             return _pass("comm_exists", dev, kvs, t0=t0)
-        if (name, dev) in _warmed:
+        if _is_warmed(pg, dev, comm):
             return _pass("warmed", dev, kvs, msg="warm-up already ran on this group and device",
                          t0=t0)
         if capturing:
             return _pass("capturing", dev, kvs, t0=t0)
         _warmup(torch, dist, pg, name, dev, comm_ptr, kvs, t0)
+
+
+def _forget(ref):
+    """Weak-reference callback: the group is gone, so are its entries (no leak)."""
+    for key, (r, _) in list(_warmed.items()):
+        if r is ref:
+            _warmed.pop(key, None)
+
+
+def _remember(pg, dev, newcomm):
+    try:
+        ref = weakref.ref(pg, _forget)
+    except TypeError:  # a group type without weak references: remember nothing (retries are safe)
+        return
+    _warmed[(id(pg), dev)] = (ref, newcomm)
+
+
+def _is_warmed(pg, dev, comm):
+    """True only for the same live group object, on this device, whose communicator still
+    reads what the warm-up left; a re-created group of the same name (or a recycled id()) is
+    not warm."""
+    entry = _warmed.get((id(pg), dev))
+    if entry is None:
+        return False
+    ref, warmed_comm = entry
+    if ref() is not pg:
+        _warmed.pop((id(pg), dev), None)  # another object had this id and died
+        return False
+    return warmed_comm == comm
 
 
 def _warmup(torch, dist, pg, name, dev, comm_ptr, kvs, t0):
@@ -234,7 +271,7 @@ def _warmup(torch, dist, pg, name, dev, comm_ptr, kvs, t0):
         torch.cuda.synchronize(dev)
         got = x.item()
         newcomm = int(comm_ptr())
-    _warmed[(name, dev)] = newcomm
+    _remember(pg, dev, newcomm)
     us = (time.perf_counter() - t0) * 1e6
     kv = [("fn", FN)] + kvs + [("newcomm", _log.ptr(newcomm)), ("us", us),
                                ("decision", "warmup")]

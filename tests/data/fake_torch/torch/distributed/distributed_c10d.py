@@ -2,7 +2,8 @@
 import os
 
 import torch
-from torch._C._distributed_c10d import ProcessGroup, _registry, _resolve_process_group  # noqa: F401
+from torch._C._distributed_c10d import (  # noqa: F401
+    ProcessGroup, _ProcessGroupNCCL, _registry, _resolve_process_group)
 
 _world = {"default": None, "count": 0}
 
@@ -50,5 +51,19 @@ def all_reduce(tensor, op=None, group=None, async_op=False):
 
 
 def destroy_process_group(group=None):
-    _registry.clear()
-    _world["default"] = None
+    # PyTorch 2.11 shuts the group's backends down (their communicators are gone); destroying the
+    # default group (None) destroys every group and resets the group counter, so the next
+    # init_process_group names its group "0" again and the next new_group "1" again, each with a
+    # fresh lazy communicator (docs/PYTORCH.md §7).
+    if group is None or group is _world["default"]:
+        pgs = list(_registry.values())
+        _registry.clear()
+        _world["default"] = None
+        _world["count"] = 0
+    else:
+        pgs = [group]
+        _registry.pop(group.group_name, None)
+    for pg in pgs:
+        if isinstance(pg._cuda, _ProcessGroupNCCL):
+            pg._cuda.comms.clear()
+        torch._fake_events.append(("destroy", pg.group_name))
