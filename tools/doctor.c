@@ -69,11 +69,13 @@ static const char *usage_text =
     "WORLD_SIZE/LOCAL_RANK, port reachable), NCCLGUARD_* variables, ncclguard itself,\n"
     "and PyTorch (version, the NCCL it loads, advice for its lazy communicators).\n"
     "\n"
-    "Output: one line per check, 'OK|WARN|FAIL  check  detail  [fix: ...]'.\n"
+    "Output: one line per check, 'OK|WARN|FAIL|INFO  check  detail  [fix: ...]'. INFO lines name\n"
+    "the known window-registration bugs of the NCCL found (docs/NCCL.md section 10) and what\n"
+    "ncclguard does about each; they never change the exit status.\n"
     "\n"
     "Options:\n"
     "  --json            one JSON object per line: {\"status\",\"check\",\"detail\",\"fix\"}\n"
-    "  -q, --quiet       print only WARN and FAIL lines (and no summary line)\n"
+    "  -q, --quiet       print only WARN and FAIL lines (no INFO, no summary line)\n"
     "  --strict          WARN counts as a failure for the exit status\n"
     "  --nccl-lib PATH   check this libnccl (default: NCCLGUARD_NCCL_LIB, libnccl.so.2 as\n"
     "                    the dynamic linker finds it, python3's nvidia-nccl wheel,\n"
@@ -91,10 +93,11 @@ static const char *usage_text =
 /* ---- output ---- */
 
 static int opt_json, opt_quiet, opt_strict;
-static int n_ok, n_warn, n_fail;
+static int n_ok, n_warn, n_fail, n_info;
 
-enum { OK, WARN, FAIL };
-static const char *status_name[] = {"OK", "WARN", "FAIL"};
+/* INFO: a fact to know (a known NCCL bug of the version found); counted apart, never in the exit status */
+enum { OK, WARN, FAIL, INFO };
+static const char *status_name[] = {"OK", "WARN", "FAIL", "INFO"};
 
 static void json_str(FILE *f, const char *s) {
   fputc('"', f);
@@ -124,8 +127,9 @@ __attribute__((format(printf, 4, 5))) static void report(int st, const char *che
     if (*p == '\n') *p = ' ';
   if (st == OK) n_ok++;
   else if (st == WARN) n_warn++;
+  else if (st == INFO) n_info++;
   else n_fail++;
-  if (opt_quiet && st == OK) return;
+  if (opt_quiet && (st == OK || st == INFO)) return;
   if (opt_json) {
     fputs("{\"status\":", stdout);
     json_str(stdout, status_name[st]);
@@ -588,6 +592,136 @@ static void check_nccl_vars(void) {
   if (!any) report(OK, "env.nccl", NULL, "no NCCL variable switches windows off or changes them");
 }
 
+/* ---- Known window-registration bugs, by NCCL version (issue 20) ----
+ *
+ * THE table of the upstream reports ncclguard knows about. docs/NCCL.md §10 ("Known registration bugs
+ * by NCCL version") mirrors it row for row, with the sources of each version bound and each claim:
+ * change both together. The doctor names, as INFO lines (never in the exit status), each row that
+ * applies to the NCCL a job will load and to the NCCL variables it can read.
+ *
+ *   from, to  version codes: named for from <= version < to. `to` is the release that fixed it where
+ *             one is known; where none is, the end of the series the report and our reading of the
+ *             source cover (a later series is not named: whether it still has the bug is unknown).
+ *             to = 0: still NCCL's behaviour in the newest source read (2.30.7). from = 0: never named
+ *             (versions unknown, or not a bug of upstream NCCL): the row is in the docs only.
+ *   unless    "NAME=VALUE": not named when that NCCL variable has that value (it avoids the bug)
+ *   note      an NCCL variable whose value the line shows when it is set (it changes the outcome)
+ *   versions  affected / fixed, as the line says it
+ *   what      what NCCL alone does
+ *   guard     what ncclguard does about it today (docs/NCCL.md §10 names the test)
+ *   fix       what the user can do */
+static const struct known_bug {
+  const char *id, *url;
+  int from, to;
+  const char *unless, *note;
+  const char *versions, *what, *guard, *fix;
+} known_bugs[] = {
+    {"pytorch/pytorch#188567", "https://github.com/pytorch/pytorch/issues/188567", 22700, 0, NULL, NULL,
+     "every version; fixed: no (NCCL answers correctly from 2.29)",
+     "a lazily created PyTorch communicator is NULL at symmetric-memory rendezvous: NCCL before 2.29 dereferences it "
+     "(SIGSEGV), 2.29+ returns ncclInvalidArgument and PyTorch raises 'Failed to window register segment'",
+     "answers ncclInvalidArgument (reason null_comm) instead of the crash; ncclguard-run's Python hook creates the "
+     "communicator first (one all_reduce on the group)",
+     "init_process_group(..., device_id=torch.device('cuda', local_rank))"},
+    {"NVIDIA/nccl#1828", "https://github.com/NVIDIA/nccl/issues/1828", 22700, 22800, NULL, NULL,
+     "reported on 2.27.5; fixed: unknown",
+     "re-registering a pointer with another size (windows over slices of one buffer) was followed by an illegal "
+     "memory access in the ring all-gather kernel",
+     "not guarded: each registration goes to NCCL; overlapping windows are not compared",
+     "register each allocation once, whole, and deregister before registering it again"},
+    {"NVIDIA/nccl#1963", "https://github.com/NVIDIA/nccl/issues/1963", 22902, 0, NULL, NULL,
+     "2.29.2 and later (NCCL's design, still so at 2.30.7)",
+     "without symmetric support (several nodes without GIN, or ranks not one LSA team) registration returns "
+     "success with a NULL window, whatever the flags, and registers nothing",
+     "logs each NULL window with its cause (reason null_window); NCCLGUARD_NULL_WINDOW=error makes it an error on "
+     "every rank; ncclDevCommCreate is refused while NULL windows exist",
+     "check the window for NULL; enable GIN for multi-node windows"},
+    {"NVIDIA/nccl#2198", "https://github.com/NVIDIA/nccl/issues/2198", 23000, 23102, NULL, NULL,
+     "2.30.x; fixed in 2.31.2",
+     "one-sided RMA across nodes (RMA proxy path) with several windows carved from one allocation reads and writes "
+     "the wrong addresses: silent data corruption",
+     "not guarded: the RMA calls are not wrapped, and sub-windows of one allocation are registered as asked",
+     "one window per allocation, or NCCL 2.31.2+"},
+    {"NVIDIA/nccl#2241", "https://github.com/NVIDIA/nccl/issues/2241", 22907, 23102, "NCCL_NVLS_ENABLE=0", NULL,
+     "reported on 2.29.7; fixed in 2.31.2",
+     "an all-gather on registered windows of a two-rank communicator (B200) hangs; not with NCCL_NVLS_ENABLE=0",
+     "not guarded: ncclguard wraps no collective",
+     "NCCL_NVLS_ENABLE=0, or NCCL 2.31.2+"},
+    {"NVIDIA/nccl#2331", "https://github.com/NVIDIA/nccl/issues/2331", 23005, 23100, NULL, "NCCL_WIN_STRIDE",
+     "2.30.7 (source: the reuse is there at v2.30.4-1, gone at v2.30.7-1); 2.31, 2.32: unknown",
+     "each registration of an already registered allocation reserves symmetric address space of the whole "
+     "allocation again: after a few repeats ncclInternalError, 'Allocation failed. No suitable space found'",
+     "not guarded yet (measured: the same failures with ncclguard, issue 20)",
+     "register each allocation once (one window per allocation), or raise NCCL_WIN_STRIDE"},
+    {"NVIDIA/nccl#2332", "https://github.com/NVIDIA/nccl/issues/2332", 23003, 23100, "NCCL_CUMEM_ENABLE=0", NULL,
+     "reported on 2.30.7 (the failing call is in ncclRegister from v2.30.3-1 on); fixed: unknown",
+     "ncclCommRegister (buffer registration, not windows) of a VMM allocation fails with CUDA error 500 "
+     "(ncclUnhandledCudaError)",
+     "not guarded: ncclCommRegister is passed through (only NULL or destroyed communicators are answered)",
+     "use window registration (ncclCommWindowRegister) for ncclMemAlloc/VMM memory"},
+    {"pytorch/pytorch#160289", "https://github.com/pytorch/pytorch/issues/160289", 0, 0, NULL, NULL,
+     "NCCL version not established", "", "", ""},
+    {"pytorch/pytorch#181610", "https://github.com/pytorch/pytorch/issues/181610", 0, 0, NULL, NULL,
+     "any NCCL (a PyTorch bug)", "", "", ""},
+    {"pytorch/pytorch#172398", "https://github.com/pytorch/pytorch/issues/172398", 22902, 0, NULL, NULL,
+     "2.29.2 and later, with a PyTorch built against 2.28",
+     "after window registration, symmetric memory's ncclDevCommCreate returns invalid usage: 2.29 requires "
+     "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER, which a PyTorch built against 2.28 does not use",
+     "not guarded: ncclDevCommCreate is passed through (see the python.nccl-pin check)",
+     "load the NCCL PyTorch pins, or a PyTorch built against this NCCL"},
+    {"vllm-project/vllm#28901", "https://github.com/vllm-project/vllm/issues/28901", 0, 0, NULL, NULL,
+     "2.28+ (the report's title); cause and fix not established", "", "", ""},
+    {"vllm-project/vllm#54626", "https://github.com/vllm-project/vllm/issues/54626", 22700, 23007, NULL, NULL,
+     "reported on 2.29.7; every version before 2.30.7 (source, and measured on 2.28.9); fixed in 2.30.7",
+     "registration during CUDA graph capture fails (unhandled cuda error) and invalidates the capture",
+     "2.28 - 2.30.6: registers in relaxed capture mode, capture intact (NCCLGUARD_CAPTURE=relaxed, the default; "
+     "=degrade gives a NULL window on every rank); 2.27's symmetric path: degraded on every rank",
+     "register windows before capture, or NCCL 2.30.7+"},
+    {"sgl-project/sglang#36943", "https://github.com/sgl-project/sglang/issues/36943", 22907, 23000, NULL, NULL,
+     "reported on 2.29.7; fixed: unknown",
+     "every rank hangs in ncclCommWindowRegister for ever: a file-descriptor exchange message over a Unix socket "
+     "is lost and recvmsg has no timeout",
+     "not guarded: the watchdog revokes the communicator after NCCLGUARD_TIMEOUT (2.28.7+), but whether that ends "
+     "this socket wait is not established",
+     "register windows up front (no pool growth at run time)"},
+    {"openxla/xla#47406", "https://github.com/openxla/xla/issues/47406", 22800, 0, NULL, NULL,
+     "2.28 and later (NCCL's rule; 2.27 wants 2 MiB)",
+     "a window whose offset from its allocation's base is not a multiple of 4096 is refused (ncclInvalidArgument) "
+     "on that rank alone, and its peers wait",
+     "degrades it to an unregistered buffer on every rank (reason misaligned)",
+     "allocate window buffers 4096-aligned within their allocation (ncclMemAlloc does)"},
+    {"meta-pytorch/torchcomms#4036", "https://github.com/meta-pytorch/torchcomms/pull/4036", 0, 0, NULL, NULL,
+     "NCCLX (Meta's fork), not upstream NCCL", "", "", ""},
+};
+
+/* The rows of the table that apply to NCCL `code` (and its variables): one INFO line each. */
+static void check_known_bugs(int code, const char *prefix) {
+  char v[32], check[64];
+  version_str(code, v, sizeof v);
+  snprintf(check, sizeof check, "%s.known-bug", prefix);
+  int named = 0;
+  for (size_t i = 0; i < sizeof known_bugs / sizeof *known_bugs; i++) {
+    const struct known_bug *b = &known_bugs[i];
+    if (!b->from || code < b->from || (b->to && code >= b->to)) continue;
+    const char *origin = NULL, *val;
+    char avoided[160] = "", note[200] = "";
+    if (b->unless) {
+      char name[64];
+      const char *eq = strchr(b->unless, '=');
+      snprintf(name, sizeof name, "%.*s", (int)(eq - b->unless), b->unless);
+      if ((val = nccl_var(name, &origin)) && !strcmp(val, eq + 1)) snprintf(avoided, sizeof avoided, "%s (%s)", b->unless, origin);
+    }
+    if (avoided[0]) {
+      report(OK, check, NULL, "NCCL %s: %s does not apply here: %s avoids it (%s)", v, b->id, avoided, b->url);
+      continue;
+    }
+    if (b->note && (val = nccl_var(b->note, &origin))) snprintf(note, sizeof note, " [%s=%s (%s) here]", b->note, val, origin);
+    report(INFO, check, b->fix, "NCCL %s: %s (%s): %s%s. ncclguard: %s. %s", v, b->id, b->versions, b->what, note, b->guard, b->url);
+    named++;
+  }
+  if (!named) report(OK, check, NULL, "NCCL %s: no catalogued registration bug applies (docs/NCCL.md section 10)", v);
+}
+
 /* ---- NCCLGUARD_* variables ---- */
 
 /* Each NCCLGUARD_* variable of the environment, checked by the library's own reader (vars.c);
@@ -832,6 +966,7 @@ static void check_python(int enabled) {
            "PyTorch uses NCCL %s, the libnccl found for other jobs is %s: the version checks below apply to PyTorch jobs", py.torch_nccl, a);
   }
   if (code) nccl_version_checks(code, "python.nccl");
+  if (code && code != nccl_code) check_known_bugs(code, "python.nccl");
   /* PyTorch's symmetric memory uses NCCL's device API as of the NCCL it was built and pinned with;
    * another minor version (put first with LD_PRELOAD, or found first on LD_LIBRARY_PATH) refuses
    * its requirements (measured: PyTorch 2.11 with NCCL 2.30.7, ncclDevCommCreate "invalid usage") */
@@ -888,10 +1023,14 @@ int main(int argc, char **argv) {
   check_nccl(nccl_lib);
   check_cuda(cuda_lib);
   check_nccl_vars();
+  if (nccl_code) check_known_bugs(nccl_code, "nccl");
   check_rendezvous(connect_timeout);
   check_guard_lib();
   check_guard_vars();
   check_python(use_python);
-  if (!opt_json && !opt_quiet) printf("ncclguard-doctor: %d OK, %d WARN, %d FAIL\n", n_ok, n_warn, n_fail);
+  if (!opt_json && !opt_quiet) {
+    if (n_info) printf("ncclguard-doctor: %d OK, %d INFO, %d WARN, %d FAIL\n", n_ok, n_info, n_warn, n_fail);
+    else printf("ncclguard-doctor: %d OK, %d WARN, %d FAIL\n", n_ok, n_warn, n_fail);
+  }
   return (n_fail || (opt_strict && n_warn)) ? 1 : 0;
 }
