@@ -109,3 +109,23 @@ dist:
 
 clean:
 	rm -rf build build-asan build-ubsan build-tsan build-py dist ncclguard.egg-info
+
+# The targets, one line each.
+.PHONY: help
+help:
+	@echo 'make deps        install the Debian/Ubuntu packages the build and the tests need (apt-get)'
+	@echo 'make             the library and the tools, into $(BUILD)/ (= make all)'
+	@echo 'make lib         the library alone, $(BUILD)/libncclguard.so'
+	@echo 'make tools       ncclguard-run, ncclguard-doctor, ncclguard-report, into $(BUILD)/'
+	@echo 'make demo        build, then run the demo against the fake NCCL (no GPU needed)'
+	@echo 'make test        the whole CPU suite: plain, AddressSanitizer, UBSan (what CI runs)'
+	@echo 'make test-quick  the CPU suite once, plain (tests/run; -k NAME for one script)'
+	@echo 'make testbins    the fakes and test programs the suite runs'
+	@echo 'make install     into $$(DESTDIR)$(PREFIX): lib/, bin/, share/ncclguard/python (PREFIX=...)'
+	@echo 'make dist        the Python sdist and manylinux wheel, into dist/ (needs PyPI)'
+	@echo 'make docs        regenerate docs/configuration.md from shim/vars.def (make readme: the same)'
+	@echo 'make tables      regenerate docs/LOG.md and the Python hook schema from the log tables'
+	@echo 'make fuzz        longer fuzzing by hand (FUZZ_TIME=s); fuzz-cov: coverage of the corpus'
+	@echo 'make progs-real  the test programs linked against a real libnccl and libcudart (NCCL_LIB, CUDA_LIB)'
+	@echo 'make clean       remove the build directories and dist/'
+	@echo 'Options: BUILD=dir SAN=asan|ubsan|tsan CC=... NCCL_INCLUDE=dir CUDA_INCLUDE=dir'

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The table of NCCLGUARD_* variables (shim/vars.def) and its readers: the library, ncclguard-doctor,
-# ncclguard-run and the Python hook accept and refuse the same values; README's tables are the
-# table's; the examples of issue 13.
+# ncclguard-run and the Python hook accept and refuse the same values; docs/configuration.md's tables
+# are the table's; the examples of issue 13.
 . "$(dirname "$0")/lib.sh"
 
 RUN="$B/ncclguard-run"
@@ -11,10 +11,11 @@ clean_env() { env -i PATH="$PATH" HOME="$T" "$@"; }
 # doc ENV...: the doctor's lines about NCCLGUARD_* variables (no GPU, no NCCL, no Python needed)
 doc() { clean_env LD_LIBRARY_PATH="$T/none" "$@" timeout 60 "$DOC" --no-python 2>&1 | grep -E '^(OK|WARN|FAIL) +env\.(NCCLGUARD_|ncclguard)'; }
 
-# ---- the README's two tables are generated from the table (make readme) ----
-if "$B/genvars" --readme "$NG_ROOT/README.md" >"$T/README.md" && cmp -s "$T/README.md" "$NG_ROOT/README.md"; then
-  pass config-readme-tables
-else fail config-readme-tables "README.md differs from the table: run 'make readme' ($(diff "$NG_ROOT/README.md" "$T/README.md" | head -4 | tr '\n' '|'))"; fi
+# ---- docs/configuration.md's two tables are generated from the table (make docs) ----
+CONF="$NG_ROOT/docs/configuration.md"
+if "$B/genvars" --readme "$CONF" >"$T/configuration.md" && cmp -s "$T/configuration.md" "$CONF"; then
+  pass config-doc-tables
+else fail config-doc-tables "docs/configuration.md differs from the table: run 'make docs' ($(diff "$CONF" "$T/configuration.md" | head -4 | tr '\n' '|'))"; fi
 
 # ---- issue 13: variables the library honours are known to the doctor, with the library's verdict ----
 for v in NCCLGUARD_PREFLIGHT=0 NCCLGUARD_CAPTURE=degrade NCCLGUARD_LOG_MAX_MB=10 NCCLGUARD_TIMEOUT=0.5; do

@@ -65,3 +65,89 @@ for f in $(grep -ohE '20[0-9]{2}-[0-9]{2}-[0-9]{2}-[A-Za-z0-9_-]+\.md' docs/NCCL
   [ -f "tests/gpu/results/$f" ] || bad="$bad $f"
 done
 [ -z "$bad" ] && pass docs-results-files-exist || fail docs-results-files-exist "missing in tests/gpu/results:$bad"
+
+# --- the manual: README.md is short, carries no history, and every link resolves ----------------
+size=$(wc -c <README.md)
+[ "$size" -lt 16384 ] && pass readme-size || fail readme-size "README.md is $size bytes (at most 16 KB: move details to docs/)"
+
+# no commit hashes in the README (7 to 40 hex digits with a letter and a digit; the history lives in
+# CHANGELOG.md and tests/gpu/results/README.md)
+hexpat='(^|[^0-9A-Za-z_])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}($|[^0-9A-Za-z_])'
+hits=$(grep -nP "$hexpat" README.md)
+[ -z "$hits" ] && pass readme-no-commit-hashes || fail readme-no-commit-hashes "$(echo "$hits" | head -3)"
+printf '%s\n' 'at 7b7f0a6 and 21b5f9e' '(e901eaf; it was x 1.44)' 'commit c47d153.' >"$T/bad"
+printf '%s\n' 'NCCL 2.28.9' 'size=0x600000000' 'comm 9e3779b97f4a7c15x' 'defaced' '10000000' 'ncclguard-0.3.0' >"$T/good"
+nbad=$(grep -cP "$hexpat" "$T/bad"); ngood=$(grep -cP "$hexpat" "$T/good")
+[ "$nbad" = 3 ] && [ "$ngood" = 0 ] && pass commit-hash-pattern || fail commit-hash-pattern "bad=$nbad/3 good=$ngood/0"
+
+# every relative link of the manual resolves: the file (or directory) exists, and an anchor names a
+# heading of the target (GitHub's rule: lower case, punctuation dropped, blanks to '-'). Links in
+# code blocks and inline code are not links.
+if command -v python3 >/dev/null 2>&1; then
+  out=$(python3 - README.md docs/*.md tests/README.md tests/gpu/results/README.md <<'PY'
+import os, re, sys
+def strip_code(text):
+    text = re.sub(r"(?ms)^```.*?^```[^\n]*$", "", text)
+    return re.sub(r"`[^`\n]*`", "", text)
+def slugs(path):
+    out, seen = set(), {}
+    in_code = False
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("```"):
+            in_code = not in_code
+            continue
+        m = None if in_code else re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        s = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        n = seen.get(s, 0); seen[s] = n + 1
+        out.add(s if n == 0 else "%s-%d" % (s, n))
+    return out
+bad, n = [], 0
+for src in sys.argv[1:]:
+    if not os.path.isfile(src):
+        continue
+    for target in re.findall(r"\]\(([^)\s]+)\)", strip_code(open(src, encoding="utf-8").read())):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):
+            continue  # http:, https:, mailto:
+        n += 1
+        path, _, anchor = target.partition("#")
+        full = os.path.normpath(os.path.join(os.path.dirname(src), path)) if path else src
+        if not os.path.exists(full):
+            bad.append("%s -> %s (no such file)" % (src, target)); continue
+        if anchor and full.endswith(".md") and anchor not in slugs(full):
+            bad.append("%s -> %s (no such heading)" % (src, target))
+print("n=%d" % n)
+for b in bad:
+    print(b)
+PY
+)
+  nl=$(echo "$out" | sed -n 's/^n=//p'); rest=$(echo "$out" | grep -v '^n=')
+  [ -z "$rest" ] && [ "${nl:-0}" -gt 20 ] && pass docs-links-resolve || fail docs-links-resolve "n=$nl; $(echo "$rest" | head -5 | tr '\n' '|')"
+else
+  echo "# skip docs-links-resolve: no python3"
+fi
+
+# every figure "x N.NNN" the README states is in a results file linked from the same paragraph
+bad=""; nfig=0
+awk 'BEGIN{RS=""} {gsub(/\n/," "); print}' README.md >"$T/paras"
+while IFS= read -r para; do
+  figs=$(echo "$para" | grep -oE 'x [0-9]+\.[0-9]{2,}' | sed 's/^x //')
+  [ -n "$figs" ] || continue
+  files=$(echo "$para" | grep -oE 'tests/gpu/results/[A-Za-z0-9_.-]+\.md' | sort -u)
+  for f in $figs; do
+    nfig=$((nfig + 1))
+    found=""
+    for r in $files; do [ -f "$r" ] && grep -qF "$f" "$r" && found=1; done
+    [ -n "$found" ] || bad="$bad $f"
+  done
+done <"$T/paras"
+[ -z "$bad" ] && pass readme-figures-sourced || fail readme-figures-sourced "not in a results file the paragraph links:$bad (n=$nfig)"
+
+# the results index lists every results file
+bad=""
+for f in tests/gpu/results/*.md; do
+  b=${f##*/}; case "$b" in README.md|TEMPLATE.md) continue ;; esac
+  grep -qF "]($b)" tests/gpu/results/README.md || bad="$bad $b"
+done
+[ -z "$bad" ] && pass results-index-complete || fail results-index-complete "not in tests/gpu/results/README.md:$bad"

@@ -3,7 +3,7 @@
  *                           validation data and its --help text)
  *   genvars --py            tools/python/ncclguard_hook/_vars.py (read by _config.py)
  *   genvars --readme FILE   FILE with the tables between the "<!-- vars:... -->" markers generated
- *                           (make readme writes it back; tests/t_config.sh compares)
+ *                           (make docs writes docs/configuration.md back; tests/t_config.sh compares)
  * Built and run by the build (tools/tools.mk); not installed. */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -313,7 +313,7 @@ int main(int argc, char** argv) {
   else if (argc == 2 && !strcmp(argv[1], "--py")) gen_py(stdout);
   else if (argc == 3 && !strcmp(argv[1], "--readme")) return gen_readme(argv[2]);
   else {
-    fprintf(stderr, "usage: genvars --sh | --py | --readme README.md\n");
+    fprintf(stderr, "usage: genvars --sh | --py | --readme FILE\n");
     return 2;
   }
   return ferror(stdout) ? 1 : 0;

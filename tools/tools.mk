@@ -4,14 +4,14 @@
 # The table of NCCLGUARD_* variables (shim/vars.def) reaches the other languages through genvars:
 # the launcher's options (built into $(BUILD)/ncclguard-run), the Python hook's table
 # (tools/python/ncclguard_hook/_vars.py, committed so that the hook works from an unbuilt checkout;
-# tests/t_tools_report.sh checks it is current) and README.md's tables (make readme).
+# tests/t_tools_report.sh checks it is current) and docs/configuration.md's tables (make docs).
 TOOLS_BIN = $(BUILD)/ncclguard-run $(BUILD)/ncclguard-doctor $(BUILD)/ncclguard-report
 GENVARS = $(BUILD)/genvars
 VARS_SH = $(BUILD)/ncclguard-vars.sh
 VARS_PY = tools/python/ncclguard_hook/_vars.py
 TOOLS_OBJ = $(BUILD)/tools/doctor.o $(BUILD)/tools/report.o $(BUILD)/tools/genvars.o
 
-.PHONY: tools readme
+.PHONY: tools docs readme
 tools: $(TOOLS_BIN) $(VARS_PY)
 
 # One object per source, each with its header dependencies (-MMD -MP); the table's reader is
@@ -52,8 +52,10 @@ $(BUILD)/ncclguard-run: tools/ncclguard-run $(VARS_SH) VERSION
 	  -e '/^# @NG_VARS_TABLE@$$/r $(VARS_SH)' -e '/^# @NG_VARS_TABLE@$$/d' $< >$@.tmp
 	chmod 0755 $@.tmp && mv -f $@.tmp $@
 
-# README.md's tables of options and variables, generated between their markers.
-readme: $(GENVARS)
-	$(GENVARS) --readme README.md >README.md.tmp && mv -f README.md.tmp README.md
+# docs/configuration.md's tables of variables and options, generated between their markers
+# (tests/t_config.sh compares); `make readme` is the old name.
+docs: $(GENVARS)
+	$(GENVARS) --readme docs/configuration.md >docs/configuration.md.tmp && mv -f docs/configuration.md.tmp docs/configuration.md
+readme: docs
 
 -include $(TOOLS_OBJ:.o=.d)
