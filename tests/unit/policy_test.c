@@ -377,7 +377,9 @@ static ncclResult_t pr_rank2_not_vmm(const char* what, struct ng_vote* v, int n)
 static void t_register_normal(int arg) {
   can_revoke = arg != 0;
   /* arg 2: NCCL's registration took more than half of NCCLGUARD_TIMEOUT here (a tiny timeout makes
-   * any registration that slow): the outcome round runs even on the barrier path */
+   * any registration that slow): still no outcome round on the barrier path (whether a round runs
+   * never depends on a rank's own timing: a slow rank alone in a round would pair with its peers'
+   * next collective, issue 19) */
   if (arg == 2) ng_cfg.timeout_s = 1e-7;
   win = NULL;
   struct ng_regreq r = req(vbuf, 1u << 20, &win);
@@ -385,9 +387,8 @@ static void t_register_normal(int arg) {
   decision_is(&r, NG_D_REGISTER, ncclSuccess, NG_R_OK, NG_R_OK);
   CHECK(win != NULL, "no window from NCCL");
   /* 2.28.7 - 2.30.x, symmetric path: NCCL's own final barrier tells every rank that NCCL succeeded
-   * everywhere, so a rank where it succeeded runs no outcome round; 2.27, 2.28.3 and a slow
-   * registration (arg 2): it does */
-  int v = ng_nccl_version(), barrier = v >= 22807 && v < 23100 && arg != 2;
+   * everywhere, so no rank runs an outcome round, however long NCCL took; 2.27, 2.28.3: it does */
+  int v = ng_nccl_version(), barrier = v >= 22807 && v < 23100;
   char want[96];
   snprintf(want, sizeof want, "registration%s%s", arg ? "" : ",registration go", barrier ? "" : ",registration outcome");
   CHECK_STR(round_list(), want, "rounds");
@@ -465,7 +466,7 @@ static void t_vote_fails(int status) {
   ncclResult_t want = fail_result == ncclSuccess ? ncclInternalError : fail_result;
   CHECK_INT(register_one_req(&r), want, "ng_policy_register");
   decision_is(&r, NG_D_ERROR, want, reason, reason);
-  CHECK(win == SENTINEL, "*win written: %p", (void*)win);
+  CHECK(win == NULL, "an error left *win set: %p", (void*)win);
   CHECK_STR(round_list(), "registration", "rounds (no go, no outcome)");
   CHECK_INT(watches_armed, 0, "NCCL's registration was called");
   CHECK_INT(view().broken, reason, "the communicator is broken");
@@ -497,7 +498,7 @@ static void t_go_round_fails(int arg) {
   decision_is(&r, NG_D_ERROR, ncclSystemError, NG_R_TIMEOUT, NG_R_TIMEOUT);
   CHECK_STR(round_list(), "registration,registration go", "rounds");
   CHECK_INT(watches_armed, 0, "NCCL's registration was called after a failed go round");
-  CHECK(win == SENTINEL, "*win written: %p", (void*)win);
+  CHECK(win == NULL, "an error left *win set: %p", (void*)win);
 }
 
 /* the outcome round: NCCL failed on another rank with `f` (1: ncclInvalidArgument, 2 + r: result r).
@@ -557,15 +558,15 @@ static void t_outcome_local_failure(int arg) {
   win = NULL;
   struct ng_regreq r = req((char*)buf + off, 64u << 10, &win);
   ncclResult_t res = register_one_req(&r);
-  int32_t sent = rounds[nrounds - 1].sent[0].v[NG_VOTE_FAILED];
-  CHECK_STR(rounds[nrounds - 1].what, "registration outcome", "last round");
+  /* 2.28.9, symmetric path: NCCL's final barrier means the peers failed too or wait in it until the
+   * watchdog revokes them; no rank runs the outcome round (a round this rank ran alone would pair with
+   * its peers' next collective): this rank falls back on its own result */
+  CHECK_STR(round_list(), "registration", "rounds");
   if (!arg) {
-    CHECK_INT(sent, 1, "outcome vote of ncclInvalidArgument");
     CHECK_INT(res, ncclSuccess, "ng_policy_register");
     decision_is(&r, NG_D_DEGRADE, ncclSuccess, NG_R_NCCL_ERROR, NG_R_NCCL_ERROR);
     CHECK(log_has("decision=degrade reason=nccl_error", (char*)NULL), "no nccl_error degrade in %s", logpath);
   } else {
-    CHECK_INT(sent, 2 + ncclUnhandledCudaError, "outcome vote of ncclUnhandledCudaError");
     CHECK_INT(res, ncclUnhandledCudaError, "ng_policy_register");
     decision_is(&r, NG_D_ERROR, ncclUnhandledCudaError, NG_R_NCCL_ERROR, NG_R_NCCL_ERROR);
     CHECK_INT(view().ndegraded, 0, "degraded windows");
@@ -581,7 +582,7 @@ static void t_register_has_devcomm(int arg) {
   struct ng_regreq r = req(vbuf, 1u << 20, &win);
   CHECK_INT(register_one_req(&r), ncclInvalidUsage, "ng_policy_register");
   decision_is(&r, NG_D_ERROR, ncclInvalidUsage, NG_R_NOT_VMM, NG_R_OK);
-  CHECK(win == SENTINEL, "*win written: %p", (void*)win);
+  CHECK(win == NULL, "an error left *win set: %p", (void*)win);
   CHECK(log_has("decision=error reason=peer_not_vmm", "device communicator", (char*)NULL),
         "no devcomm error line in %s", logpath);
 }

@@ -75,6 +75,7 @@ REASONS = (
     ("comm_broken", "WARN", "lib"),
     ("comm_suspended", "INFO", "lib"),
     ("agree_failed", "WARN", "lib"),
+    ("settings_mismatch", "WARN", "lib"),
     ("lazy_comm", "INFO", "hook"),
     ("warmup_no_comm", "WARN", "hook"),
     ("comm_exists", "INFO", "hook"),
