@@ -136,6 +136,7 @@ EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int
 EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream) { return cudaStreamCreateWithFlags(pStream, 0); }
 EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) { return map(cuStreamDestroy(stream)); }
 EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream) { return map(cuStreamQuery(stream)); }
+EXPORT cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) { return map(cuMemGetInfo(free_b, total)); }
 EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) { CTX(); return map(cuStreamSynchronize(stream)); }
 
 EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)

@@ -2,7 +2,7 @@
  * cycles; ncclguard's agreement resources of destroyed communicators must be reused or freed, never
  * dropped (issue 19, case 6: 300 alive per cycle grew a process by the resources of every one past the
  * pool of 256). usage: manycomm [-n COMMS] [-c CYCLES]
- * Prints "manycomm: cycle=K threads=T rss_kb=R fds=F" after each cycle and "manycomm: RESULT ok|fail"
+ * Prints "manycomm: cycle=K threads=T rss_kb=R fds=F gpu_used_mib=G" after each cycle and "manycomm: RESULT ok|fail"
  * (fail: a call failed). Threads count CUDA streams on the fakes (one worker thread per stream). */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -47,7 +47,10 @@ int main(int argc, char** argv) {
       if (c[i]) ncclCommDestroy(c[i]);
       c[i] = NULL, w[i] = NULL;
     }
-    ng_say("manycomm: cycle=%d threads=%d rss_kb=%ld fds=%d", k, threads(), ng_vmrss_kb(), ng_fd_count());
+    size_t fr = 0, tot = 0;
+    cudaMemGetInfo(&fr, &tot);
+    ng_say("manycomm: cycle=%d threads=%d rss_kb=%ld fds=%d gpu_used_mib=%zu", k, threads(), ng_vmrss_kb(),
+           ng_fd_count(), (tot - fr) >> 20);
   }
   ng_say("manycomm: RESULT %s", bad ? "fail" : "ok");
   ncclMemFree(buf);
