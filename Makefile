@@ -48,8 +48,9 @@ $(BUILD)/shim/version.o: shim/version.c FORCE
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden $(NG_IDENT) -MMD -MP -c $< -o $@
 .PHONY: FORCE
 FORCE:
-# The indirect-function resolvers may run before sanitizer runtimes are set up: never instrumented.
-$(BUILD)/shim/exports.o: shim/exports.c
+# The indirect-function resolvers, ncclguard's dlsym and the ELF lookup they share may run before
+# sanitizer runtimes are set up: never instrumented.
+$(BUILD)/shim/exports.o $(BUILD)/shim/dlsym.o $(BUILD)/shim/elfsym.o: $(BUILD)/shim/%.o: shim/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(WARN) $(CFLAGS) -fPIC -pthread -fvisibility=hidden -MMD -MP -c $< -o $@
 

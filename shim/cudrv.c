@@ -107,7 +107,7 @@ static void cu_load(void) {
       {(void**)&cu.cuDeviceGetAttribute, "cuDeviceGetAttribute"},
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-    *want[i].slot = dlsym(h, want[i].name);
+    *want[i].slot = ng_dl_sym(h, want[i].name);
     if (!*want[i].slot) {
       cu_state = -1;
       ng_log_msg(NG_LOG_WARN, -1, "cuda", "CUDA driver %s lacks %s: %s", lib, want[i].name, lost);

@@ -23,67 +23,11 @@ struct look {
   int has;           /* it defines name or pname */
 };
 
-static ElfW(Addr) fix(ElfW(Addr) p, ElfW(Addr) base) { return p < base ? p + base : p; }
-
-static uint32_t gnu_hash(const char* s) {
-  uint32_t h = 5381;
-  for (; *s; s++) h = h * 33 + (unsigned char)*s;
-  return h;
-}
-
-static uint32_t sysv_hash(const char* s) {
-  uint32_t h = 0, g;
-  for (; *s; s++) {
-    h = (h << 4) + (unsigned char)*s;
-    if ((g = h & 0xf0000000u)) h ^= g >> 24;
-    h &= ~g;
-  }
-  return h;
-}
-
 /* 1 if the object defines `name` (a defined dynamic symbol), else 0. */
 static int defines(const struct dl_phdr_info* info, const char* name) {
-  const ElfW(Dyn)* dyn = NULL;
   for (int i = 0; i < info->dlpi_phnum; i++)
-    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn)*)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-  if (!dyn) return 0;
-  const ElfW(Sym)* symtab = NULL;
-  const char* strtab = NULL;
-  const uint32_t *gnu = NULL, *sysv = NULL;
-  for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; d++) {
-    ElfW(Addr) p = fix(d->d_un.d_ptr, info->dlpi_addr);
-    switch (d->d_tag) {
-      case DT_SYMTAB: symtab = (const ElfW(Sym)*)p; break;
-      case DT_STRTAB: strtab = (const char*)p; break;
-      case DT_GNU_HASH: gnu = (const uint32_t*)p; break;
-      case DT_HASH: sysv = (const uint32_t*)p; break;
-      default: break;
-    }
-  }
-  if (!symtab || !strtab) return 0;
-  if (gnu) {
-    uint32_t nb = gnu[0], symoff = gnu[1], bloom = gnu[2];
-    if (!nb) return 0;
-    const uint32_t* buckets = (const uint32_t*)((const ElfW(Addr)*)(gnu + 4) + bloom);
-    const uint32_t* chain = buckets + nb;
-    uint32_t h = gnu_hash(name), i = buckets[h % nb];
-    if (i < symoff) return 0;
-    for (;; i++) {
-      uint32_t h2 = chain[i - symoff];
-      const ElfW(Sym)* s = &symtab[i];
-      if ((h | 1) == (h2 | 1) && s->st_shndx != SHN_UNDEF && !strcmp(strtab + s->st_name, name)) return 1;
-      if (h2 & 1) return 0;
-    }
-  }
-  if (sysv) {
-    uint32_t nb = sysv[0];
-    if (!nb) return 0;
-    const uint32_t *bucket = sysv + 2, *chain = bucket + nb;
-    for (uint32_t i = bucket[sysv_hash(name) % nb]; i; i = chain[i]) {
-      const ElfW(Sym)* s = &symtab[i];
-      if (s->st_shndx != SHN_UNDEF && !strcmp(strtab + s->st_name, name)) return 1;
-    }
-  }
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+      return ng_elf_sym(info->dlpi_addr, (const void*)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr), name) != NULL;
   return 0;
 }
 
@@ -121,14 +65,7 @@ static void* optional(const char* name, void* wrapper) {
   return l.found_nccl && !l.has ? NULL : wrapper;
 }
 
-/* The list: every wrapped function some NCCL from 2.19 on lacks (first version in brackets). */
-#define NG_OPTIONAL_FUNCS(X)                                                                            \
-  X(ncclCommInitRankScalable) /* 2.23.4 */ X(ncclGroupSimulateEnd) /* 2.22.3 */                       \
-  X(ncclCommShrink) /* 2.27.3 */ X(ncclCommWindowRegister) /* 2.27.3 */                                \
-  X(ncclCommWindowDeregister) /* 2.27.3 */ X(ncclDevCommCreate) /* 2.28.3 */                           \
-  X(ncclDevCommDestroy) /* 2.28.3 */ X(ncclCommRevoke) /* 2.28.7 */ X(ncclCommGrow) /* 2.29.2 */    \
-  X(ncclCommSuspend) /* 2.29.7 */ X(ncclCommResume) /* 2.29.7 */
-
+/* The list (guard.h): every wrapped function some NCCL from 2.19 on lacks. */
 #define NG_OPTIONAL_EXPORT(name)                                                                   \
   extern __typeof__(name) ng_w_##name;                                                             \
   static __typeof__(&ng_w_##name) ng_r_##name(void) {                                               \

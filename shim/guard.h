@@ -20,6 +20,23 @@
 #define NG_OPT_API NG_API
 #endif
 
+/* The wrapped NCCL functions: exactly the names of ncclguard.map (tests/t_core.sh checks the
+ * exports, tests/t_dlsym.sh these lists). Those every NCCL from 2.19 on has: */
+#define NG_PLAIN_FUNCS(X)                                                                               \
+  X(ncclCommInitRank) X(ncclCommInitRankConfig) X(ncclCommInitAll) X(ncclCommSplit) X(ncclCommFinalize) \
+  X(ncclCommDestroy) X(ncclCommAbort) X(ncclCommRegister) X(ncclCommDeregister) X(ncclGroupStart)       \
+  X(ncclGroupEnd)
+/* ... and those some lack (the first version that has each): exported as indirect functions (exports.c). */
+#define NG_OPTIONAL_FUNCS(X)                                                                            \
+  X(ncclCommInitRankScalable) /* 2.23.4 */ X(ncclGroupSimulateEnd) /* 2.22.3 */                       \
+  X(ncclCommShrink) /* 2.27.3 */ X(ncclCommWindowRegister) /* 2.27.3 */                                \
+  X(ncclCommWindowDeregister) /* 2.27.3 */ X(ncclDevCommCreate) /* 2.28.3 */                           \
+  X(ncclDevCommDestroy) /* 2.28.3 */ X(ncclCommRevoke) /* 2.28.7 */ X(ncclCommGrow) /* 2.29.2 */    \
+  X(ncclCommSuspend) /* 2.29.7 */ X(ncclCommResume) /* 2.29.7 */
+/* A hidden alias of a plain wrapper, written after its definition: ncclguard's own function, whatever
+ * the global scope binds the exported name to (dlsym.c hands it out). */
+#define NG_SELF(name) extern __typeof__(name) ng_self_##name __attribute__((alias(#name)));
+
 /* ---- configuration (config.c) ---------------------------------------------------------- */
 /* struct ng_config and the enums of its values: generated from the table of variables (vars.def). */
 #include "vars.h"
@@ -61,6 +78,34 @@ int ng_nccl_version(void);
 /* Log (once, at info) where the real NCCL was found; called once the rank is known. */
 void ng_log_source(void);
 void ng_real_fork_lock(int on); /* fork prepare (1), parent and child (0): the resolution lock */
+
+/* The libnccl the real functions come from (resolving them first if need be): its load address
+ * (dladdr's dli_fbase) and path; NULL and "" when no libnccl was found. */
+const void* ng_real_lib_base(void);
+const char* ng_real_lib_path(void);
+
+/* ---- dlsym and dlvsym on a libnccl's handle (dlsym.c, elfsym.c) ------------------------------ */
+/* The dlsym ncclguard's own code calls: the next one after ncclguard (glibc's), never its own. */
+void* ng_dl_sym(void* handle, const char* name);
+/* The address of `name` defined by the loaded object at `base` whose dynamic section is `dynamic`
+ * (link_map's l_addr and l_ld), read from its ELF tables; NULL if it does not define it. */
+void* ng_elf_sym(uintptr_t base, const void* dynamic, const char* name);
+/* String helpers for the code that runs while a sanitizer runtime starts (dlsym.c, elfsym.c): libc's
+ * str* functions are intercepted there, and their interceptors are not ready yet. */
+static inline int ng_streq(const char* a, const char* b) {
+  while (*a && *a == *b) a++, b++;
+  return *a == *b;
+}
+static inline int ng_startswith(const char* s, const char* prefix) {
+  while (*prefix && *s == *prefix) s++, prefix++;
+  return !*prefix;
+}
+static inline const char* ng_basename(const char* path) {
+  const char* b = path;
+  for (const char* p = path; p && *p; p++)
+    if (*p == '/') b = p + 1;
+  return b;
+}
 
 /* Call the real function `fn` with the in-NCCL guard held; `res` receives its result. */
 #define NG_CALL(res, fn, ...)                                                   \

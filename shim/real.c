@@ -4,7 +4,8 @@
  *   2. dlsym(RTLD_NEXT): the global scope after us (programs linked against libnccl);
  *   3. a libnccl already loaded RTLD_LOCAL (PyTorch, docs/PYTORCH.md §2): dlopen("libnccl.so.2", RTLD_NOLOAD),
  *      then every loaded object whose name starts with "libnccl" (dl_iterate_phdr).
- * A symbol that resolves into this library itself is refused. Nothing here ever exits. */
+ * A symbol that resolves into this library itself is refused. Lookups use the real dlsym (ng_dl_sym),
+ * never ncclguard's own (dlsym.c). Nothing here ever exits. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
@@ -54,9 +55,9 @@ void ng_log_source(void) {
 static void* lookup(void* handle, const char* name) {
   char pname[128];
   snprintf(pname, sizeof pname, "p%s", name);
-  void* s = dlsym(handle, pname);
+  void* s = ng_dl_sym(handle, pname);
   if (s && !is_ours(s)) return s;
-  s = dlsym(handle, name);
+  s = ng_dl_sym(handle, name);
   if (s && !is_ours(s)) return s;
   return NULL;
 }
@@ -83,7 +84,7 @@ static void* walk_loaded(void) {
   for (int i = 0; i < w.n; i++) {
     void* h = dlopen(w.paths[i], RTLD_LAZY | RTLD_NOLOAD);
     if (!h) continue;
-    if (dlsym(h, "pncclGetVersion") || dlsym(h, "ncclGetVersion")) return h;
+    if (ng_dl_sym(h, "pncclGetVersion") || ng_dl_sym(h, "ncclGetVersion")) return h;
     dlclose(h);
   }
   return NULL;
@@ -156,6 +157,19 @@ void* ng_real(enum ng_real_id id) {
   f = cache[id];
   pthread_mutex_unlock(&lock);
   return f;
+}
+
+const void* ng_real_lib_base(void) {
+  (void)ng_real(NG_ID_ncclGetVersion); /* every NCCL has it: pins the library */
+  pthread_mutex_lock(&lock);
+  const void* b = pin_base;
+  pthread_mutex_unlock(&lock);
+  return b;
+}
+
+const char* ng_real_lib_path(void) {
+  (void)ng_real_lib_base();
+  return lib_path; /* written once, under the lock, with pin_base */
 }
 
 ncclResult_t ng_missing(enum ng_real_id id) {

@@ -47,11 +47,11 @@ static void nvml_probe(void) {
   typedef int (*count_t)(unsigned*);
   typedef int (*handle_t)(unsigned, void**);
   typedef int (*p2p_t)(void*, void*, int, int*);
-  init_t init = (init_t)dlsym(h, "nvmlInit_v2");
-  init_t shutdown = (init_t)dlsym(h, "nvmlShutdown");
-  count_t count = (count_t)dlsym(h, "nvmlDeviceGetCount_v2");
-  handle_t handle = (handle_t)dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
-  p2p_t p2p = (p2p_t)dlsym(h, "nvmlDeviceGetP2PStatus");
+  init_t init = (init_t)ng_dl_sym(h, "nvmlInit_v2");
+  init_t shutdown = (init_t)ng_dl_sym(h, "nvmlShutdown");
+  count_t count = (count_t)ng_dl_sym(h, "nvmlDeviceGetCount_v2");
+  handle_t handle = (handle_t)ng_dl_sym(h, "nvmlDeviceGetHandleByIndex_v2");
+  p2p_t p2p = (p2p_t)ng_dl_sym(h, "nvmlDeviceGetP2PStatus");
   if (!init || !shutdown || !count || !handle || !p2p || init() != NG_NVML_SUCCESS) return; /* h stays loaded */
   unsigned n = 0;
   void* dev[64];

@@ -465,3 +465,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommResume)(ncclComm_t comm) {
   }
   return suspend_resume("ncclCommResume", comm, 0, 0);
 }
+
+/* ncclguard's own functions, for dlsym on libnccl's handle (dlsym.c) */
+NG_SELF(ncclCommInitRank) NG_SELF(ncclCommInitRankConfig) NG_SELF(ncclCommInitAll) NG_SELF(ncclCommSplit)
+NG_SELF(ncclCommFinalize) NG_SELF(ncclCommDestroy) NG_SELF(ncclCommAbort)

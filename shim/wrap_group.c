@@ -56,3 +56,6 @@ static ncclResult_t group_end(ncclSimInfo_t* sim, int simulate) {
 NG_API ncclResult_t ncclGroupEnd(void) { return group_end(NULL, 0); }
 /* exported through shim/exports.c */
 NG_OPT_API ncclResult_t NG_OPT(ncclGroupSimulateEnd)(ncclSimInfo_t* simInfo) { return group_end(simInfo, 1); }
+
+/* ncclguard's own functions, for dlsym on libnccl's handle (dlsym.c) */
+NG_SELF(ncclGroupStart) NG_SELF(ncclGroupEnd)

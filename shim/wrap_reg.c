@@ -235,3 +235,6 @@ NG_OPT_API ncclResult_t NG_OPT(ncclDevCommDestroy)(ncclComm_t comm, struct ncclD
   ng_log_passed("ncclDevCommDestroy", comm, res, t0, 1);
   return res;
 }
+
+/* ncclguard's own functions, for dlsym on libnccl's handle (dlsym.c) */
+NG_SELF(ncclCommRegister) NG_SELF(ncclCommDeregister)

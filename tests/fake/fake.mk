@@ -13,7 +13,7 @@ FAKE_OUT = $(FAKE_DIR)/libcuda.so.1 $(FAKE_DIR)/libcuda.so $(FAKE_DIR)/libcudart
   $(FAKE_DIR)/libnccl.so.2 $(FAKE_DIR)/libnccl.so \
   $(FAKE_LEGACY_DIR)/libcuda.so.1 $(FAKE_LEGACY_DIR)/libcudart.so.13 $(FAKE_LEGACY_DIR)/libcudart.so \
   $(FAKE_LEGACY_DIR)/libnccl.so.2 $(FAKE_LEGACY_DIR)/libnccl.so \
-  $(FAKE_DIR)/selftest $(FAKE_DIR)/plt_spy.so
+  $(FAKE_DIR)/selftest $(FAKE_DIR)/plt_spy.so $(BUILD)/fake-versioned/libnccl.so.2
 
 testbins: $(FAKE_OUT)
 
@@ -45,6 +45,12 @@ $(FAKE_LEGACY_DIR)/libnccl.so.2: $(FAKE_NCCL_SRC) $(FAKE_NCCL_HDR) $(FAKE_DIR)/l
 	$(call ng_deps,$(CC) $(FAKE_CFLAGS) -DFAKE_LEGACY,$^)
 	$(CC) $(FAKE_CFLAGS) -DFAKE_LEGACY -shared -Wl,-soname,libnccl.so.2 -Wl,-z,defs -o $@ $(FAKE_NCCL_SRC) \
 	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt -ldl
+
+# The same with a version node (tests/fake/versioned.map), for dlvsym (tests/t_dlsym.sh)
+$(BUILD)/fake-versioned/libnccl.so.2: $(FAKE_NCCL_SRC) $(FAKE_NCCL_HDR) $(FAKE_DIR)/libcuda.so.1 tests/fake/versioned.map
+	@mkdir -p $(dir $@)
+	$(CC) $(FAKE_CFLAGS) -shared -Wl,-soname,libnccl.so.2 -Wl,--version-script=tests/fake/versioned.map -Wl,-z,defs \
+	  -o $@ $(FAKE_NCCL_SRC) -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt -ldl
 
 $(FAKE_DIR)/libcuda.so: $(FAKE_DIR)/libcuda.so.1
 	@ln -sf libcuda.so.1 $@

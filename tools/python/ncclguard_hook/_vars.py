@@ -23,6 +23,7 @@ VARS = {
     "NCCLGUARD_DUMP_CONFIG": ("BOOL", "0", 0, 0, (), "1/0, true/false, yes/no or on/off"),
     "NCCLGUARD_DISABLE": ("BOOL", "0", 0, 0, (), "1/0, true/false, yes/no or on/off"),
     "NCCLGUARD_NCCL_LIB": ("PATH", "(auto)", 0, 0, (), "a path shorter than PATH_MAX"),
+    "NCCLGUARD_DLSYM": ("BOOL", "1", 0, 0, (), "1/0, true/false, yes/no or on/off"),
     "NCCLGUARD_CUDA_LIB": ("PATH", "libcuda.so.1", 0, 0, (), "a path shorter than PATH_MAX"),
     "NCCLGUARD_PYHOOK": ("BOOL", "1", 0, 0, (), "1/0, true/false, yes/no or on/off"),
     "NCCLGUARD_LIB": ("PATH", "(found by ncclguard-run)", 0, 0, (), "a path shorter than PATH_MAX"),

@@ -1,0 +1,222 @@
+/* dlsym and dlvsym: a lookup on a libnccl's handle of a name ncclguard wraps answers ncclguard's function.
+ *
+ * Bindings that dlopen libnccl themselves (RTLD_LOCAL: Python's ctypes.CDLL in vLLM's legacy
+ * pynccl_wrapper.py, SGLang's pynccl; C programs) and look NCCL's functions up with dlsym(handle, name)
+ * would get NCCL's own functions and never reach ncclguard (issue 22). ncclguard defines dlsym and
+ * dlvsym; each is a few instructions of assembly (x86_64 only) that ask ng_dlsym_pick() and then either
+ * return ncclguard's function or JUMP to the next dlsym/dlvsym (glibc's, or another interposer's
+ * preloaded after ncclguard). A jump, not a call: glibc resolves RTLD_NEXT and RTLD_DEFAULT relative to
+ * its caller, found from its return address, and that is still the original caller's. So every lookup
+ * that is not redirected is answered by glibc exactly as without ncclguard: same pointer, same dlerror
+ * state, same caller (RTLD_NEXT of another library, LD_AUDIT's la_symbind).
+ *
+ * Redirected, all of: a real handle (not RTLD_DEFAULT / RTLD_NEXT); a name of ncclguard.map (the
+ * NG_*_FUNCS lists: collectives and everything else go straight to NCCL; the pnccl* twins too: they
+ * are NCCL's profiling names, which tools call to reach NCCL itself); NCCLGUARD_DLSYM and not
+ * NCCLGUARD_DISABLE; the handle's object is a libnccl (defines pncclCommInitRank, or is named
+ * libnccl*, but not libncclguard*: dlinfo RTLD_DI_LINKMAP); glibc finds the name there; and what it
+ * finds lies in the libnccl ncclguard forwards to (real.c's choice, made now if not yet). A handle of
+ * another libnccl (a second copy in the process) is answered as glibc does, with one INFO line per
+ * library. The answer then is the result of glibc's own lookup on that handle, replaced: the last dl*
+ * call is that lookup, so dlerror() reads as it would.
+ *
+ * The real dlvsym is found without any dl* call: glibc's dlvsym in libc.so.6 (2.34+) or libdl.so.2,
+ * from the ELF tables of the objects in _r_debug's list (elfsym.c; no dl_iterate_phdr, which TSan
+ * intercepts). It then answers dlvsym(RTLD_NEXT, "dlsym" / "dlvsym", "GLIBC_2.34" or "GLIBC_2.2.5")
+ * for ncclguard. Sanitizer runtimes call dlsym(RTLD_NEXT, ...) while they start, before ncclguard's
+ * constructors and before their own interceptors are ready: this file (and elfsym.c) is never
+ * instrumented (Makefile), and the path of such a lookup touches no thread-local storage and calls no
+ * libc function (str* are intercepted: ng_streq and co., guard.h) and nothing of ncclguard but this. A thread-local guard makes lookups made while ncclguard decides one (its
+ * configuration, resolution, log) plain glibc lookups.
+ *
+ * Not done: other architectures (no interposer: dlsym(handle) reaches NCCL, as before); a handle of a
+ * library that depends on libnccl (e.g. libtorch_cuda.so's handle: not a libnccl's); ncclguard loaded
+ * after the caller's dlsym was bound (dlopen RTLD_GLOBAL from Python: libc's dlsym comes first in the
+ * global scope). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+
+#include "guard.h"
+
+#if defined(__x86_64__) && !defined(NG_NO_IFUNC)
+
+/* The next dlsym and dlvsym, set once (idempotent: racing threads store the same values). Read by the
+ * assembly below: not static. */
+void* ng_next_dlsym;
+void* ng_next_dlvsym;
+
+/* glibc's own function `name`, from libc.so.6 (2.34+) or libdl.so.2 (before), by their ELF tables. */
+static void* glibc_fn(const char* name) {
+  static const char* const libs[] = {"libc.so.6", "libdl.so.2"};
+  for (int i = 0; i < 2; i++)
+    for (struct link_map* m = _r_debug.r_map; m; m = m->l_next) {
+      if (!m->l_name || !ng_streq(ng_basename(m->l_name), libs[i])) continue;
+      void* f = ng_elf_sym(m->l_addr, m->l_ld, name);
+      if (f) return f;
+    }
+  return NULL;
+}
+
+extern char ng_dlsym_self[], ng_dlvsym_self[]; /* the entry points below */
+
+static void* not_found(void* handle, const char* name) {
+  (void)handle, (void)name;
+  return NULL;
+}
+
+static void init(void) {
+  void* (*gv)(void*, const char*, const char*) = (void* (*)(void*, const char*, const char*))glibc_fn("dlvsym");
+  void* s = NULL;
+  void* v = NULL;
+  static const char* const vers[] = {"GLIBC_2.34", "GLIBC_2.2.5"};
+  for (int i = 0; gv && i < 2; i++) {
+    if (!s) s = gv(RTLD_NEXT, "dlsym", vers[i]);
+    if (!v) v = gv(RTLD_NEXT, "dlvsym", vers[i]);
+  }
+  if (!s || s == (void*)ng_dlsym_self) s = glibc_fn("dlsym");
+  if (!v || v == (void*)ng_dlvsym_self) v = (void*)gv;
+  /* never NULL: the assembly jumps to it. glibc always has dlsym; a process without one gets NULL. */
+  __atomic_store_n(&ng_next_dlvsym, v ? v : (void*)not_found, __ATOMIC_RELEASE);
+  __atomic_store_n(&ng_next_dlsym, s ? s : (void*)not_found, __ATOMIC_RELEASE);
+}
+
+static inline void ensure_init(void) {
+  if (!__atomic_load_n(&ng_next_dlsym, __ATOMIC_ACQUIRE)) init();
+}
+
+void* ng_dl_sym(void* handle, const char* name) {
+  ensure_init();
+  return ((void* (*)(void*, const char*))ng_next_dlsym)(handle, name);
+}
+
+/* ---- the decision ---------------------------------------------------------------------------- */
+struct wrapped { const char* name; void* self; };
+#define NG_PLAIN_ENTRY(f) {#f, (void*)&ng_self_##f},
+#define NG_OPT_ENTRY(f) {#f, (void*)&ng_w_##f},
+#define NG_DECL_SELF(f) extern __typeof__(f) ng_self_##f;
+#define NG_DECL_OPT(f) extern __typeof__(f) ng_w_##f;
+NG_PLAIN_FUNCS(NG_DECL_SELF)
+NG_OPTIONAL_FUNCS(NG_DECL_OPT)
+static const struct wrapped table[] = {NG_PLAIN_FUNCS(NG_PLAIN_ENTRY) NG_OPTIONAL_FUNCS(NG_OPT_ENTRY)};
+
+static void* wrapper_of(const char* name) {
+  if (!ng_startswith(name, "nccl")) return NULL; /* the common case: one comparison */
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (ng_streq(table[i].name, name)) return table[i].self;
+  return NULL;
+}
+
+/* A libnccl, not ncclguard: defines pncclCommInitRank (every NCCL does), or is named libnccl*. */
+static int is_libnccl(const struct link_map* m) {
+  const char* base = m->l_name ? ng_basename(m->l_name) : "";
+  if (ng_startswith(base, "libncclguard")) return 0;
+  if (ng_startswith(base, "libnccl")) return 1;
+  return ng_elf_sym(m->l_addr, m->l_ld, "pncclCommInitRank") != NULL;
+}
+
+/* One INFO line per library whose lookups are not redirected (a second libnccl in the process). */
+static void note_other(const struct link_map* m, const char* name) {
+  static const void* seen[16];
+  static int nseen;
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  int fresh = 1;
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nseen; i++)
+    if (seen[i] == m) fresh = 0;
+  if (fresh && nseen < 16) seen[nseen++] = m;
+  else fresh = 0;
+  pthread_mutex_unlock(&mu);
+  if (!fresh) return;
+  const char* fwd = ng_real_lib_path();
+  ng_log_msg(NG_LOG_INFO, -1, "dlsym",
+             "dlsym on the handle of %s (%s): not the libnccl ncclguard forwards to (%s): its lookups are "
+             "answered by the dynamic linker, and calls through them do not reach ncclguard",
+             m->l_name && *m->l_name ? m->l_name : "(unnamed)", name, *fwd ? fwd : "none found");
+}
+
+/* One INFO line at the first redirected lookup. */
+static void note_first(const struct link_map* m, const char* name) {
+  static int done;
+  if (__atomic_exchange_n(&done, 1, __ATOMIC_RELAXED)) return;
+  ng_log_msg(NG_LOG_INFO, -1, "dlsym",
+             "dlsym on the handle of %s: %s and the other wrapped functions are ncclguard's (NCCLGUARD_DLSYM=0: "
+             "NCCL's own)", m->l_name, name);
+}
+
+static __thread int busy;
+
+/* Called by the entry points with their arguments (v: 1 for dlvsym). Returns ncclguard's function, or
+ * NULL: the entry point then jumps to the next dlsym/dlvsym with the caller's arguments. */
+__attribute__((used)) void* ng_dlsym_pick(void* handle, const char* name, const char* version, int v) {
+  ensure_init();
+  if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || !name) return NULL;
+  void* self = wrapper_of(name);
+  if (!self || busy) return NULL;
+  busy = 1;
+  void* answer = NULL;
+  ng_init();
+  struct link_map* m = NULL;
+  if (ng_cfg.dlsym && !ng_cfg.disable && dlinfo(handle, RTLD_DI_LINKMAP, &m) == 0 && m && is_libnccl(m)) {
+    const void* fwd = ng_real_lib_base(); /* may load nothing, but may call dlopen/dlsym: before the lookup */
+    /* glibc's own lookup last: the dlerror state is the one it leaves */
+    void* r = v ? ((void* (*)(void*, const char*, const char*))ng_next_dlvsym)(handle, name, version)
+                : ((void* (*)(void*, const char*))ng_next_dlsym)(handle, name);
+    Dl_info di; /* dladdr leaves dlerror alone */
+    if (r && dladdr(r, &di) && fwd && di.dli_fbase == fwd) {
+      answer = self;
+      note_first(m, name);
+    } else if (r) {
+      note_other(m, name);
+    }
+  }
+  busy = 0;
+  return answer;
+}
+
+/* The entry points. On entry %rsp is 8 mod 16; the arguments are saved across the call to the decision
+ * and restored for the jump, so that the next dlsym sees the caller's return address and arguments. */
+#define NG_ENDBR ".byte 0xf3, 0x0f, 0x1e, 0xfa\n" /* endbr64: a no-op without CET */
+__asm__(".text\n"
+        ".globl dlsym\n.type dlsym, @function\n"
+        ".globl ng_dlsym_self\n.hidden ng_dlsym_self\n"
+        "dlsym:\nng_dlsym_self:\n"
+        ".cfi_startproc\n" NG_ENDBR
+        "pushq %rdi\n.cfi_adjust_cfa_offset 8\n"
+        "pushq %rsi\n.cfi_adjust_cfa_offset 8\n"
+        "subq $8, %rsp\n.cfi_adjust_cfa_offset 8\n"
+        "xorl %edx, %edx\n"
+        "xorl %ecx, %ecx\n"
+        "call ng_dlsym_pick\n"
+        "addq $8, %rsp\n.cfi_adjust_cfa_offset -8\n"
+        "popq %rsi\n.cfi_adjust_cfa_offset -8\n"
+        "popq %rdi\n.cfi_adjust_cfa_offset -8\n"
+        "testq %rax, %rax\n"
+        "jz 1f\n"
+        "ret\n"
+        "1: jmp *ng_next_dlsym(%rip)\n"
+        ".cfi_endproc\n"
+        ".size dlsym, .-dlsym\n"
+
+        ".globl dlvsym\n.type dlvsym, @function\n"
+        ".globl ng_dlvsym_self\n.hidden ng_dlvsym_self\n"
+        "dlvsym:\nng_dlvsym_self:\n"
+        ".cfi_startproc\n" NG_ENDBR
+        "pushq %rdi\n.cfi_adjust_cfa_offset 8\n"
+        "pushq %rsi\n.cfi_adjust_cfa_offset 8\n"
+        "pushq %rdx\n.cfi_adjust_cfa_offset 8\n"
+        "movl $1, %ecx\n"
+        "call ng_dlsym_pick\n"
+        "popq %rdx\n.cfi_adjust_cfa_offset -8\n"
+        "popq %rsi\n.cfi_adjust_cfa_offset -8\n"
+        "popq %rdi\n.cfi_adjust_cfa_offset -8\n"
+        "testq %rax, %rax\n"
+        "jz 1f\n"
+        "ret\n"
+        "1: jmp *ng_next_dlvsym(%rip)\n"
+        ".cfi_endproc\n"
+        ".size dlvsym, .-dlvsym\n");
+
+#else /* another architecture, or the shim linked into a test program: no interposer */
+void* ng_dl_sym(void* handle, const char* name) { return dlsym(handle, name); }
+#endif

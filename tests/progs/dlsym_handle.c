@@ -1,0 +1,105 @@
+/* dlsym_handle: a binding that dlopens libnccl RTLD_LOCAL and looks NCCL's functions up on its handle,
+ * the way ctypes.CDLL does (vLLM's legacy pynccl_wrapper.py, SGLang's pynccl): issue 22.
+ * usage: dlsym_handle LIBNCCL CASE [VER]
+ *   reg      ncclCommWindowRegister(NULL, ...) found with dlsym(handle): "RESULT reg=<rc>" (2.28: SIGSEGV
+ *            without ncclguard)
+ *   vreg VER the same found with dlvsym(handle, name, VER): NCCL's releases carry no symbol versions, so
+ *            glibc answers NULL for every VER; the tests use a fake built with a version node
+ *   init     one rank: ncclGetUniqueId, ncclCommInitRank, ncclMemAlloc, ncclCommWindowRegister,
+ *            ncclCommWindowDeregister, ncclCommDestroy, all through dlsym(handle)
+ *   lookups  what the lookups answer, in words that do not depend on where the objects were mapped:
+ *            a collective (object, offset from its base), a missing name (NULL, dlerror's text), dlerror
+ *            after a redirected lookup that followed a failed dlopen, the object of each wrapped name
+ *            listed on stdin, RTLD_NEXT from a library after ncclguard (libnextprobe.so)
+ * Exit status 0 unless loading failed (2). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <nccl.h>
+
+void* nextprobe_next(void);
+void* nextprobe_next_v(void);
+
+static const char* base(const char* p) {
+  const char* b = p ? strrchr(p, '/') : NULL;
+  return b ? b + 1 : p ? p : "?";
+}
+/* "libx.so+0xoff" or "NULL" */
+static void where(void* f, char* out, size_t n) {
+  Dl_info di;
+  if (!f) snprintf(out, n, "NULL");
+  else if (!dladdr(f, &di)) snprintf(out, n, "unknown");
+  else snprintf(out, n, "%s+0x%lx", base(di.dli_fname), (unsigned long)((uintptr_t)f - (uintptr_t)di.dli_fbase));
+}
+
+typedef ncclResult_t (*reg_t)(ncclComm_t, void*, size_t, ncclWindow_t*, int);
+
+int main(int argc, char** argv) {
+  if (argc < 3) return 2;
+  void* h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!h) { fprintf(stderr, "dlsym_handle: %s\n", dlerror()); return 2; }
+  const char* c = argv[2];
+  static char buf[4096];
+  if (!strcmp(c, "reg") || !strcmp(c, "vreg")) {
+    reg_t reg = !strcmp(c, "reg") ? (reg_t)dlsym(h, "ncclCommWindowRegister")
+                                  : (reg_t)dlvsym(h, "ncclCommWindowRegister", argc > 3 ? argv[3] : "NCCL");
+    if (!reg) { printf("RESULT %s lookup failed: %s\n", c, dlerror()); return 0; }
+    fflush(stdout);
+    ncclWindow_t w = NULL;
+    ncclResult_t r = reg(NULL, buf, sizeof buf, &w, 0);
+    printf("RESULT %s=%d\n", c, (int)r);
+  } else if (!strcmp(c, "init")) {
+    ncclResult_t (*uid)(ncclUniqueId*) = (ncclResult_t(*)(ncclUniqueId*))dlsym(h, "ncclGetUniqueId");
+    ncclResult_t (*init)(ncclComm_t*, int, ncclUniqueId, int) =
+        (ncclResult_t(*)(ncclComm_t*, int, ncclUniqueId, int))dlsym(h, "ncclCommInitRank");
+    ncclResult_t (*alloc)(void**, size_t) = (ncclResult_t(*)(void**, size_t))dlsym(h, "ncclMemAlloc");
+    reg_t reg = (reg_t)dlsym(h, "ncclCommWindowRegister");
+    ncclResult_t (*dereg)(ncclComm_t, ncclWindow_t) = (ncclResult_t(*)(ncclComm_t, ncclWindow_t))dlsym(h, "ncclCommWindowDeregister");
+    ncclResult_t (*destroy)(ncclComm_t) = (ncclResult_t(*)(ncclComm_t))dlsym(h, "ncclCommDestroy");
+    if (!uid || !init || !alloc || !reg || !dereg || !destroy) { printf("RESULT init lookup failed\n"); return 0; }
+    ncclUniqueId id;
+    ncclComm_t comm = NULL;
+    void* b = NULL;
+    ncclWindow_t w = NULL;
+    int r1 = uid(&id), r2 = init(&comm, 1, id, 0), r3 = alloc(&b, 1 << 21);
+    int r4 = reg(comm, b, 1 << 21, &w, NCCL_WIN_COLL_SYMMETRIC);
+    int r5 = dereg(comm, w), r6 = destroy(comm);
+    printf("RESULT init uid=%d init=%d alloc=%d reg=%d win=%s dereg=%d destroy=%d\n", r1, r2, r3, r4,
+           w ? "set" : "NULL", r5, r6);
+  } else if (!strcmp(c, "lookups")) {
+    char s[512];
+    where(dlsym(h, "ncclAllReduce"), s, sizeof s);
+    printf("RESULT collective=%s\n", s);
+    where(dlvsym(h, "ncclAllReduce", argc > 3 ? argv[3] : "NCCL"), s, sizeof s);
+    printf("RESULT collective_v=%s\n", s);
+    dlerror();
+    void* m = dlsym(h, "ncclNoSuchFunction");
+    const char* e = dlerror();
+    printf("RESULT missing=%s dlerror=%s\n", m ? "set" : "NULL", e ? e : "NULL");
+    m = dlvsym(h, "ncclNoSuchFunction", argc > 3 ? argv[3] : "NCCL");
+    e = dlerror();
+    printf("RESULT missing_v=%s dlerror=%s\n", m ? "set" : "NULL", e ? e : "NULL");
+    /* a failed dlopen leaves an error; a lookup that succeeds clears it (glibc 2.34+) */
+    dlopen("/nonexistent/libnothing.so", RTLD_NOW);
+    m = dlsym(h, "ncclCommWindowRegister");
+    e = dlerror();
+    printf("RESULT after_failed_dlopen=%s dlerror=%s\n", m ? "set" : "NULL", e ? e : "NULL");
+    where(nextprobe_next(), s, sizeof s);
+    printf("RESULT rtld_next_from_library=%s\n", s);
+    where(nextprobe_next_v(), s, sizeof s);
+    printf("RESULT rtld_next_v_from_library=%s\n", s);
+    char name[128];
+    while (scanf("%127s", name) == 1) {
+      where(dlsym(h, name), s, sizeof s);
+      char sv[512];
+      where(dlvsym(h, name, argc > 3 ? argv[3] : "NCCL"), sv, sizeof sv);
+      *strchrnul(s, '+') = 0;
+      *strchrnul(sv, '+') = 0;
+      printf("RESULT name %s %s %s\n", name, s, sv);
+    }
+  }
+  return 0;
+}
