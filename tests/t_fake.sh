@@ -106,7 +106,7 @@ mm checker_caller_app -- caller 1; mm_none checker_caller_app
 n=runner_script_status_and_mismatch
 mkdir -p "$T/rs"
 printf 'echo "ok inner"\nexit 3\n' >"$T/rs/exits.sh"
-printf 'echo "ok inner"\necho "fake-nccl MISMATCH comm=x k=7 first" >>"$FAKE_NCCL_MISMATCH_FILE"\necho second >>"$FAKE_NCCL_MISMATCH_FILE"\n' >"$T/rs/mm.sh"
+printf '. "$NG_ROOT/tests/lib.sh"\npass before\necho "fake-nccl MISMATCH comm=x k=7 first" >>"$FAKE_NCCL_MISMATCH_FILE"\necho second >>"$FAKE_NCCL_MISMATCH_FILE"\nfail inner why\npass after\n' >"$T/rs/mm.sh"
 printf 'echo "ok inner"\necho "# skip inner: why"\n' >"$T/rs/clean.sh"
 (run_script v "$T/rs/exits.sh"; echo "rc=$?") >"$T/rs/exits.out" 2>&1
 (run_script v "$T/rs/mm.sh"; echo "rc=$?") >"$T/rs/mm.out" 2>&1
@@ -114,6 +114,7 @@ printf 'echo "ok inner"\necho "# skip inner: why"\n' >"$T/rs/clean.sh"
 if has "$T/rs/exits.out" '^ok \[v\] inner$' && has "$T/rs/exits.out" '^FAIL \[v\] exits.sh: exited with status 3$' &&
    has "$T/rs/exits.out" '^rc=1$' &&
    has "$T/rs/mm.out" '^FAIL \[v\] mm.sh: collective mismatch: fake-nccl MISMATCH comm=x k=7 first$' &&
-   ! has "$T/rs/mm.out" 'second|exited' && has "$T/rs/mm.out" '^rc=1$' &&
+   ! has "$T/rs/mm.out" 'second|exited|case before|case after' && has "$T/rs/mm.out" '^rc=1$' && has "$T/rs/mm.out" '^FAIL \[v\] inner: why$' &&
+   has "$T/rs/mm.out" '^# mismatch \[v\] mm.sh case inner: fake-nccl MISMATCH comm=x k=7 first$' &&
    has "$T/rs/clean.out" '^# skip \[v\] inner: why$' && ! has "$T/rs/clean.out" '^FAIL' && has "$T/rs/clean.out" '^rc=0$'; then
   pass $n; else fail $n "$(cat "$T/rs/exits.out" "$T/rs/mm.out" "$T/rs/clean.out" | tr '\n' ' ')"; fi
