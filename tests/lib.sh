@@ -7,8 +7,19 @@ set -u
 T=$(mktemp -d "${TMPDIR:-/tmp}/ngt.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 
-pass() { echo "ok $1"; }
-fail() { n=$1; shift; echo "FAIL $n: $*"; }
+pass() { echo "ok $1"; mm_note "$1"; }
+fail() { n=$1; shift; echo "FAIL $n: $*"; mm_note "$n"; }
+# mm_note NAME: after a case's result, "# mismatch NAME: <line>" for the first line the fake NCCL's
+# collective-matching checker added to FAKE_NCCL_MISMATCH_FILE since the previous result (tests/run
+# sets the file per script and fails the script when it is not empty; tests/runlib.sh)
+NG_MM_SEEN=0
+mm_note() {
+  [ -n "${FAKE_NCCL_MISMATCH_FILE:-}" ] && [ -s "$FAKE_NCCL_MISMATCH_FILE" ] || return 0
+  mm_n=$(wc -l <"$FAKE_NCCL_MISMATCH_FILE")
+  [ "$mm_n" -gt "$NG_MM_SEEN" ] || return 0
+  echo "# mismatch $1: $(sed -n "$((NG_MM_SEEN + 1))p" "$FAKE_NCCL_MISMATCH_FILE")"
+  NG_MM_SEEN=$mm_n
+}
 
 # check NAME CMD...: passes when CMD exits 0; on failure shows the tail of $T/last.log if any
 check() {

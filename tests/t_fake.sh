@@ -66,3 +66,55 @@ for f in cuMemAlloc_v2 cuMemFree_v2 cuMemGetAddressRange_v2 cuStreamDestroy_v2 c
   nmd "$FAKE/libcuda.so.1" | grep -q "^T $f\$" || { ok=0; echo "libcuda lacks $f"; }
 done >>"$T/sym.log"
 [ $ok = 1 ] && pass $n || fail $n "$(cat "$T/sym.log")"
+
+# ---- the collective-matching checker (README.md "Collective matching"); these commands point
+# FAKE_NCCL_MISMATCH_FILE at files of their own (the runner's stays empty) ----
+# mm NAME [ENV=VAL ...] -- ARGS...: run the selftest with its own mismatch file $T/NAME.mm
+mm() {
+  n=$1; shift
+  envs=""
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs="$envs $1"; shift; done
+  shift
+  : >"$T/$n.mm"
+  # shellcheck disable=SC2086
+  env $envs FAKE_NCCL_MISMATCH_FILE="$T/$n.mm" sh -c '. "$NG_ROOT/tests/lib.sh"; bare_run "$@"' x "$ST" "$@" >"$T/$n.log" 2>&1
+}
+# mm_one NAME PATTERN: the run passed and recorded exactly one line, matching PATTERN, also on stderr
+mm_one() {
+  if has "$T/$1.log" "^PASS" && [ "$(wc -l <"$T/$1.mm")" -eq 1 ] && has "$T/$1.mm" "$2" &&
+     has "$T/$1.log" "^fake-nccl MISMATCH"; then pass "$1"; else fail "$1" "$(cat "$T/$1.log" "$T/$1.mm" | tr '\n' ' ')"; fi
+}
+mm_none() {
+  if has "$T/$1.log" "^PASS" && [ ! -s "$T/$1.mm" ]; then pass "$1"; else fail "$1" "$(cat "$T/$1.log" "$T/$1.mm" | tr '\n' ' ')"; fi
+}
+line='^fake-nccl MISMATCH comm=fakenccl-[^ ]+ k=0 rank 0: allreduce count=1 type=int32 op=max caller=app vs rank 1: allreduce count=2 type=int32 op=max caller=app$'
+mm checker_count_threads -- mismatch 2; mm_one checker_count_threads "$line"
+mm checker_count_processes -- mismatch_fork 2; mm_one checker_count_processes "$line"
+mm checker_matched_threads -- mismatch 1; mm_none checker_matched_threads
+mm checker_matched_processes -- mismatch_fork 1; mm_none checker_matched_processes
+mm checker_matched_selftest_threads -- threads 4; mm_none checker_matched_selftest_threads
+mm checker_matched_selftest_group -- group 4; mm_none checker_matched_selftest_group
+mm checker_matched_selftest_fork -- fork 3; mm_none checker_matched_selftest_fork
+# caller attribution: rank 0 through libncclguard_probe.so (preloaded) is "guard", rank 1 calling
+# pncclAllReduce (the strong symbol behind the weak ncclAllReduce) is "app"
+mm checker_caller_guard LD_PRELOAD="$FAKE/libncclguard_probe.so" -- caller 1
+mm_one checker_caller_guard 'k=0 rank 0: allreduce count=1 type=int32 op=max caller=guard vs rank 1: allreduce count=1 type=int32 op=max caller=app$'
+mm checker_caller_app -- caller 1; mm_none checker_caller_app
+
+# the runner's per-script logic (tests/runlib.sh): exit status and mismatch file
+. "$NG_ROOT/tests/runlib.sh"
+n=runner_script_status_and_mismatch
+mkdir -p "$T/rs"
+printf 'echo "ok inner"\nexit 3\n' >"$T/rs/exits.sh"
+printf '. "$NG_ROOT/tests/lib.sh"\npass before\necho "fake-nccl MISMATCH comm=x k=7 first" >>"$FAKE_NCCL_MISMATCH_FILE"\necho second >>"$FAKE_NCCL_MISMATCH_FILE"\nfail inner why\npass after\n' >"$T/rs/mm.sh"
+printf 'echo "ok inner"\necho "# skip inner: why"\n' >"$T/rs/clean.sh"
+(run_script v "$T/rs/exits.sh"; echo "rc=$?") >"$T/rs/exits.out" 2>&1
+(run_script v "$T/rs/mm.sh"; echo "rc=$?") >"$T/rs/mm.out" 2>&1
+(run_script v "$T/rs/clean.sh"; echo "rc=$?") >"$T/rs/clean.out" 2>&1
+if has "$T/rs/exits.out" '^ok \[v\] inner$' && has "$T/rs/exits.out" '^FAIL \[v\] exits.sh: exited with status 3$' &&
+   has "$T/rs/exits.out" '^rc=1$' &&
+   has "$T/rs/mm.out" '^FAIL \[v\] mm.sh: collective mismatch: fake-nccl MISMATCH comm=x k=7 first$' &&
+   ! has "$T/rs/mm.out" 'second|exited|case before|case after' && has "$T/rs/mm.out" '^rc=1$' && has "$T/rs/mm.out" '^FAIL \[v\] inner: why$' &&
+   has "$T/rs/mm.out" '^# mismatch \[v\] mm.sh case inner: fake-nccl MISMATCH comm=x k=7 first$' &&
+   has "$T/rs/clean.out" '^# skip \[v\] inner: why$' && ! has "$T/rs/clean.out" '^FAIL' && has "$T/rs/clean.out" '^rc=0$'; then
+  pass $n; else fail $n "$(cat "$T/rs/exits.out" "$T/rs/mm.out" "$T/rs/clean.out" | tr '\n' ' ')"; fi

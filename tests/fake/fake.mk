@@ -13,7 +13,7 @@ FAKE_OUT = $(FAKE_DIR)/libcuda.so.1 $(FAKE_DIR)/libcuda.so $(FAKE_DIR)/libcudart
   $(FAKE_DIR)/libnccl.so.2 $(FAKE_DIR)/libnccl.so \
   $(FAKE_LEGACY_DIR)/libcuda.so.1 $(FAKE_LEGACY_DIR)/libcudart.so.13 $(FAKE_LEGACY_DIR)/libcudart.so \
   $(FAKE_LEGACY_DIR)/libnccl.so.2 $(FAKE_LEGACY_DIR)/libnccl.so \
-  $(FAKE_DIR)/selftest $(FAKE_DIR)/plt_spy.so $(BUILD)/fake-versioned/libnccl.so.2
+  $(FAKE_DIR)/selftest $(FAKE_DIR)/plt_spy.so $(BUILD)/fake-versioned/libnccl.so.2 $(FAKE_DIR)/libncclguard_probe.so
 
 testbins: $(FAKE_OUT)
 
@@ -79,3 +79,9 @@ $(FAKE_DIR)/plt_spy.so: tests/fake/plt_spy.c
 	@mkdir -p $(dir $@)
 	$(call ng_deps,$(CC) $(FAKE_CFLAGS),$^)
 	$(CC) $(FAKE_CFLAGS) -shared -o $@ $< -ldl
+
+# a library named like ncclguard that issues one all-reduce: the checker's caller=guard (t_fake.sh)
+$(FAKE_DIR)/libncclguard_probe.so: tests/fake/ncclguard_probe.c $(FAKE_DIR)/libnccl.so.2
+	@mkdir -p $(dir $@)
+	$(call ng_deps,$(CC) $(FAKE_CFLAGS),$^)
+	$(CC) $(FAKE_CFLAGS) -shared -o $@ $< -L$(FAKE_DIR) -l:libnccl.so.2

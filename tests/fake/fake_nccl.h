@@ -43,9 +43,22 @@ int fn_symmetric(struct ncclComm *c);
 void fn_trace(const char *fn, ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void fn_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define ENTER() (fn_depth++)
+/* ENTER() of a collective's public entry: the outermost fake entry (fn_depth 0) records who called
+ * it (fn_caller); a nested entry (one fake function reaching another's public symbol) keeps it. */
+extern __thread int fn_caller;
+int fn_caller_of(const void *ret);
+#define ENTER_COLL() (fn_depth++ == 0 ? (void)(fn_caller = fn_caller_of(__builtin_return_address(0))) : (void)0)
 #define LEAVE(fname, r, ...) (fn_depth--, fn_trace(fname, (r), __VA_ARGS__), (r))
 
 /* ---- shared memory: one segment per communicator ---- */
+/* The collective-matching checker: each rank's descriptor of the collective it is running (the k-th
+ * of the communicator, k = its sequence number), posted in the segment at the collective's rendezvous. */
+enum { FN_CALLER_APP, FN_CALLER_GUARD };
+struct fn_cdesc {
+  uint64_t k1;          /* k + 1 (0: nothing posted yet) */
+  int kind, dt, op, root, caller;
+  uint64_t count;
+};
 struct fn_xslot {
   uint64_t gen;
   int arrived, departed;
@@ -71,6 +84,8 @@ struct fn_shm {
   int conn_arrived;   /* ranks in (or through) the connection setup of the first collective */
   int conn_left;      /* a rank gave that setup up (revoked or aborted while waiting in it) */
   size_t coll_off, mbox_off, total;
+  struct fn_cdesc cdesc[FN_MAXRANKS]; /* each rank's latest collective (checker) */
+  uint64_t mm_k1;     /* k + 1 of the last collective a mismatch was recorded for */
 };
 
 enum fn_state { ST_INIT, ST_READY, ST_FINALIZED, ST_REVOKED, ST_DESTROYED, ST_ABORTED, ST_FAILED };

@@ -4,9 +4,11 @@
  * never arrives leaves the stream busy forever (docs/NCCL.md §7, the hang); cuStreamQuery says not ready. */
 #define _GNU_SOURCE
 #include "fake_nccl.h"
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { K_ALLREDUCE, K_ALLGATHER };
 
@@ -20,6 +22,7 @@ struct coll {
   struct ncclComm *c;
   uint64_t seq;
   int captured; /* recorded into a graph: takes its seq when it runs */
+  int caller;   /* FN_CALLER_*: who issued it (the checker) */
 };
 
 static size_t dt_size(ncclDataType_t dt)
@@ -96,6 +99,100 @@ static int barrier(struct ncclComm *c, int final)
   return stopped(c) ? -1 : 0;
 }
 
+/* ---- the collective-matching checker (README.md, "Collective matching") ----
+ * Each rank posts a descriptor of its k-th collective in the segment at that collective's
+ * rendezvous (after the wait for its turn, before its first barrier: it waits for nothing more) and
+ * compares it with the descriptors the other ranks posted for the same k. The ranks already posted
+ * agree with each other (else a mismatch was recorded), so one of them stands for all. One line per
+ * k, to FAKE_NCCL_MISMATCH_FILE (one O_APPEND write) and stderr. Only observes: the data flows as
+ * without it. Send/recv are not collectives here (no sequence number) and are not checked. */
+static const char *kind_name(int k) { return k == K_ALLREDUCE ? "allreduce" : k == K_ALLGATHER ? "allgather" : "?"; }
+static const char *dt_name(int dt)
+{
+  switch (dt) {
+  case ncclInt8: return "int8";
+  case ncclUint8: return "uint8";
+  case ncclInt32: return "int32";
+  case ncclUint32: return "uint32";
+  case ncclInt64: return "int64";
+  case ncclUint64: return "uint64";
+  case ncclFloat16: return "float16";
+  case ncclFloat32: return "float32";
+  case ncclFloat64: return "float64";
+  default: return "?";
+  }
+}
+static const char *op_name(int op)
+{
+  switch (op) {
+  case -1: return "-";
+  case ncclSum: return "sum";
+  case ncclProd: return "prod";
+  case ncclMax: return "max";
+  case ncclMin: return "min";
+  case ncclAvg: return "avg";
+  default: return "?";
+  }
+}
+
+static int desc_fmt(char *b, size_t n, int r, const struct fn_cdesc *d)
+{
+  char root[32] = "";
+  if (d->root >= 0) snprintf(root, sizeof root, " root=%d", d->root);
+  return snprintf(b, n, "rank %d: %s count=%llu type=%s op=%s%s caller=%s", r, kind_name(d->kind),
+                  (unsigned long long)d->count, dt_name(d->dt), op_name(d->op), root,
+                  d->caller == FN_CALLER_GUARD ? "guard" : "app");
+}
+
+static int desc_same(const struct fn_cdesc *a, const struct fn_cdesc *b)
+{
+  return a->kind == b->kind && a->count == b->count && a->dt == b->dt && a->op == b->op && a->root == b->root &&
+         a->caller == b->caller;
+}
+
+/* Caller holds the segment lock; fills line (empty: nothing to record). */
+static void check_post(struct ncclComm *c, const struct coll *a, char *line, size_t len)
+{
+  struct fn_shm *s = c->shm;
+  line[0] = 0;
+  struct fn_cdesc *mine = &s->cdesc[c->rank];
+  mine->kind = a->kind;
+  mine->count = a->count;
+  mine->dt = (int)a->dt;
+  mine->op = a->kind == K_ALLREDUCE ? (int)a->op : -1; /* the op of a non-reduction means nothing */
+  mine->root = -1;                                       /* no rooted collective in the fake */
+  mine->caller = a->caller;
+  mine->k1 = a->seq + 1;
+  if (s->mm_k1 == a->seq + 1) return; /* already recorded for this k */
+  for (int r = 0; r < c->nranks; r++) {
+    if (r == c->rank || s->cdesc[r].k1 != a->seq + 1) continue;
+    if (!desc_same(&s->cdesc[r], mine)) {
+      int lo = r < c->rank ? r : c->rank, hi = r < c->rank ? c->rank : r;
+      const char *nm = c->name[0] == '/' ? c->name + 1 : c->name;
+      int n = snprintf(line, len, "fake-nccl MISMATCH comm=%s k=%llu ", nm, (unsigned long long)a->seq);
+      if (n > 0 && (size_t)n < len) n += desc_fmt(line + n, len - (size_t)n, lo, &s->cdesc[lo]);
+      if (n > 0 && (size_t)n < len) n += snprintf(line + n, len - (size_t)n, " vs ");
+      if (n > 0 && (size_t)n < len) n += desc_fmt(line + n, len - (size_t)n, hi, &s->cdesc[hi]);
+      if (n > 0 && (size_t)n < len) snprintf(line + n, len - (size_t)n, "\n");
+      s->mm_k1 = a->seq + 1;
+    }
+    return; /* the ranks posted before agree with each other: one comparison is enough */
+  }
+}
+
+static void record_mismatch(const char *line)
+{
+  size_t n = strlen(line);
+  if (!n) return;
+  const char *f = getenv("FAKE_NCCL_MISMATCH_FILE");
+  if (f && *f) {
+    int fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) { ssize_t w = write(fd, line, n); (void)w; close(fd); }
+  }
+  ssize_t w = write(2, line, n);
+  (void)w;
+}
+
 static unsigned char *staging(struct ncclComm *c, int r) { return (unsigned char *)c->shm + c->shm->coll_off + (size_t)r * FN_COLL_CAP; }
 
 static void run_coll(struct coll *a)
@@ -105,8 +202,13 @@ static void run_coll(struct coll *a)
   size_t es = dt_size(a->dt);
   int n = c->nranks, me = c->rank;
   if (a->captured) a->seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_ACQ_REL);
+  char mm[1024] = "";
   fn_shm_lock(s);
   while (s->cseq != a->seq && !stopped(c)) fn_shm_wait(s);
+  if (!stopped(c) && n > 1) {
+    check_post(c, a, mm, sizeof mm);
+    record_mismatch(mm); /* now, under the lock: a mismatch may leave this collective hanging */
+  }
   size_t per = FN_COLL_CAP / es;
   size_t off = 0;
   do {
@@ -290,6 +392,7 @@ static ncclResult_t submit_coll(int kind, const void *send, void *recv, size_t c
   if (count == 0) return ncclSuccess;
   struct coll *a = calloc(1, sizeof *a);
   a->kind = kind; a->send = send; a->recv = recv; a->count = count; a->dt = dt; a->op = op; a->c = comm;
+  a->caller = fn_caller;
   struct fn_op *o = fn_op_new(comm, 1, coll_stage, NULL, a);
   o->nonblocking = 0; /* enqueueing is quick: collectives answer synchronously */
   o->gen = (uint64_t)(uintptr_t)stream;
@@ -299,7 +402,7 @@ static ncclResult_t submit_coll(int kind, const void *send, void *recv, size_t c
 ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                             ncclComm_t comm, cudaStream_t stream)
 {
-  ENTER();
+  ENTER_COLL();
   ncclResult_t r = submit_coll(K_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, comm, stream);
   return LEAVE("ncclAllReduce", r, "send=%p recv=%p count=%zu dt=%d op=%d comm=%p stream=%p", sendbuff, recvbuff,
                count, (int)datatype, (int)op, (void *)comm, (void *)stream);
@@ -309,7 +412,7 @@ FN_ALIAS(ncclAllReduce);
 ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
                             ncclComm_t comm, cudaStream_t stream)
 {
-  ENTER();
+  ENTER_COLL();
   ncclResult_t r = submit_coll(K_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, comm, stream);
   return LEAVE("ncclAllGather", r, "count=%zu comm=%p", sendcount, (void *)comm);
 }

@@ -2,6 +2,7 @@
  * shared-memory segments (one per communicator) and the bootstrap exchange. */
 #define _GNU_SOURCE
 #include "fake_nccl.h"
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -17,6 +18,18 @@
 #include <unistd.h>
 
 __thread int fn_depth;
+__thread int fn_caller;
+
+/* Who issued a collective (the checker's "caller"): the object holding the return address of the
+ * outermost fake entry; "guard" when its file name (not its directory) contains "ncclguard". */
+int fn_caller_of(const void *ret)
+{
+  Dl_info info;
+  if (!ret || !dladdr(ret, &info) || !info.dli_fname) return FN_CALLER_APP;
+  const char *b = strrchr(info.dli_fname, '/');
+  b = b ? b + 1 : info.dli_fname;
+  return strstr(b, "ncclguard") ? FN_CALLER_GUARD : FN_CALLER_APP;
+}
 
 /* NCCL reads its environment once per process and caches it (docs/NCCL.md §1, §6). */
 int fn_env_int(const char *name, int dflt)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -100,6 +101,35 @@ static void *reg_rank(void *arg)
   return NULL;
 }
 
+/* The collective-matching checker (modes mismatch, mismatch_fork, caller): on a 2-rank communicator,
+ * rank 0's first all-reduce has count 1 and rank 1's count cnt1 (mismatch when 2); then one matched
+ * all-reduce. In mode caller rank 0 issues its first through ncclguard_probe_allreduce when that is
+ * loaded (libncclguard_probe.so preloaded: caller=guard) and rank 1 through pncclAllReduce (the
+ * strong symbol: still caller=app). The data still flows: both return. */
+static int cnt1 = 1, via_probe;
+extern ncclResult_t pncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+static void mm_body(int rank)
+{
+  CCHECK(cudaSetDevice(rank));
+  ncclComm_t comm;
+  NCHECK(ncclCommInitRank(&comm, 2, id, rank), ncclSuccess);
+  int *b;
+  CCHECK(cudaMalloc((void **)&b, 4 * sizeof(int)));
+  CCHECK(cudaMemset(b, 0, 4 * sizeof(int)));
+  cudaStream_t s;
+  CCHECK(cudaStreamCreate(&s));
+  typedef ncclResult_t (*ar_t)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ar_t probe = via_probe ? (ar_t)dlsym(RTLD_DEFAULT, "ncclguard_probe_allreduce") : NULL;
+  size_t n = rank == 1 ? (size_t)cnt1 : 1;
+  if (rank == 0 && probe) NCHECK(probe(b, b, n, ncclInt32, ncclMax, comm, s), ncclSuccess);
+  else if (rank == 1 && via_probe) NCHECK(pncclAllReduce(b, b, n, ncclInt32, ncclMax, comm, s), ncclSuccess);
+  else NCHECK(ncclAllReduce(b, b, n, ncclInt32, ncclMax, comm, s), ncclSuccess);
+  NCHECK(ncclAllReduce(b, b + 2, 1, ncclInt32, ncclSum, comm, s), ncclSuccess);
+  CCHECK(cudaStreamSynchronize(s));
+  NCHECK(ncclCommDestroy(comm), ncclSuccess);
+}
+static void *mm_thread(void *arg) { mm_body((int)(long)arg); return NULL; }
+
 static ncclComm_t one_rank(void)
 {
   ncclComm_t c;
@@ -113,6 +143,7 @@ int main(int argc, char **argv)
 {
   mode = argc > 1 ? argv[1] : "threads";
   if (argc > 2) nranks = atoi(argv[2]);
+  if (argc > 2) cnt1 = atoi(argv[2]); /* mismatch modes: rank 1's first count */
   ncclGetUniqueId(&id);
   if (!strcmp(mode, "threads")) {
     run_threads(thread_rank);
@@ -187,6 +218,19 @@ int main(int argc, char **argv)
     if (r != ncclSuccess && r != ncclInProgress) FAIL("register on ready nonblocking comm -> %d", (int)r);
     do { NCHECK(ncclCommGetAsyncError(c, &a), ncclSuccess); usleep(1000); } while (a == ncclInProgress);
     if (a != ncclSuccess || !w) FAIL("registration: async %d win %p", (int)a, (void *)w);
+  } else if (!strcmp(mode, "mismatch") || !strcmp(mode, "caller")) {
+    nranks = 2;
+    via_probe = !strcmp(mode, "caller");
+    run_threads(mm_thread);
+  } else if (!strcmp(mode, "mismatch_fork")) {
+    nranks = 2;
+    for (int r = 0; r < 2; r++)
+      if (fork() == 0) { mm_body(r); _exit(0); }
+    for (int r = 0; r < 2; r++) {
+      int st;
+      wait(&st);
+      if (!WIFEXITED(st) || WEXITSTATUS(st)) FAIL("a child failed (status %d)", st);
+    }
   } else if (!strcmp(mode, "asym")) { /* docs/NCCL.md §7: must hang (the caller bounds it with timeout) */
     kind_of[0] = 0; kind_of[1] = 1;
     run_threads(reg_rank);
