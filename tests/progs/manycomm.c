@@ -3,11 +3,13 @@
  * dropped (issue 19, case 6: 300 alive per cycle grew a process by the resources of every one past the
  * pool of 256). usage: manycomm [-n COMMS] [-c CYCLES]
  * Prints "manycomm: cycle=K threads=T rss_kb=R fds=F gpu_used_mib=G" after each cycle and "manycomm: RESULT ok|fail"
- * (fail: a call failed). Threads count CUDA streams on the fakes (one worker thread per stream). */
+ * (fail: a call failed), after "manycomm: settled threads=T" (the count once it stops falling, at most 3 s
+ * after the last cycle). Threads count CUDA streams on the fakes (one worker thread per stream). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -52,6 +54,10 @@ int main(int argc, char** argv) {
     ng_say("manycomm: cycle=%d threads=%d rss_kb=%ld fds=%d gpu_used_mib=%zu", k, threads(), ng_vmrss_kb(),
            ng_fd_count(), (tot - fr) >> 20);
   }
+  /* streams end asynchronously (cuStreamDestroy returns at once): wait up to 3 s for the count to settle */
+  int t = threads(), prev = -1;
+  for (int i = 0; i < 30 && t != prev; i++) prev = t, usleep(100000), t = threads();
+  ng_say("manycomm: settled threads=%d", t);
   ng_say("manycomm: RESULT %s", bad ? "fail" : "ok");
   ncclMemFree(buf);
   return bad;
