@@ -25,7 +25,7 @@ for v in NCCLGUARD_PREFLIGHT=0 NCCLGUARD_CAPTURE=degrade NCCLGUARD_LOG_MAX_MB=10
 done
 for v in NCCLGUARD_TIMEOUT=0 NCCLGUARD_RETRIES=101; do
   out=$(doc "$v")
-  if echo "$out" | grep -Eq "^WARN +env\.${v%%=*} +$v: not valid \\(expected "; then pass "config-doctor-refuses ($v)"
+  if echo "$out" | grep -Eq "^FAIL +env\.${v%%=*} +$v: not valid \\(expected "; then pass "config-doctor-refuses ($v)"
   else fail "config-doctor-refuses ($v)" "$out"; fi
 done
 # the fix text names what really lists the variables, and that list is the library's
@@ -124,7 +124,7 @@ while IFS= read -r val; do
   out=$(for n in $names; do printf '%s=%s\0' "$n" "$val"; done | \
     xargs -0 sh -c 'exec env -i PATH="$PATH" HOME="$0" LD_LIBRARY_PATH="$0/none" "$@" timeout 60 "$DOC" --no-python' "$T" 2>&1)
   for n in $names; do
-    if printf '%s\n' "$out" | grep -Eq "^WARN +env\.$n +"; then v=bad; else v=ok; fi
+    if printf '%s\n' "$out" | grep -Eq "^(WARN|FAIL) +env\.$n +"; then v=bad; else v=ok; fi
     printf '%s\t%s\t%s\n' "$n" "$val" "$v" >>"$T/doc.v"
   done
   # the launcher, through each option that takes a value

@@ -246,6 +246,13 @@ PYTHONPATH=$site/ncclguard/bin/python" ] && has "$T/hook.std" "^True $site/ncclg
     pass "launcher-and-python-m-$k"
   else fail "launcher-and-python-m-$k" "$(cat "$T/penv.out" "$T/hook.out" "$T/pm.out" "$T/pinfo.out")"; fi
 
+  # issue 21: python -m ncclguard --help shows its own options (--library-path), then the launcher's
+  vrun "$v" phelp -- python -m ncclguard --help
+  if [ "$(rc_of phelp)" = 0 ] && has "$T/phelp.std" '^Usage: python -m ncclguard ' && has "$T/phelp.std" '^ +--library-path ' \
+     && has "$T/phelp.std" '^Usage: ncclguard-run ' && has "$T/phelp.std" '^ +-d, --log-dir DIR ' && [ ! -s "$T/phelp.err" ]; then
+    pass "python-m-help-$k"
+  else fail "python-m-help-$k" "rc=$(rc_of phelp) $(head -5 "$T/phelp.out" | tr '\n' '|')"; fi
+
   # pip uninstall leaves nothing behind
   clean "$v/bin/pip" uninstall -y ncclguard >"$T/$k.uninstall" 2>&1
   (cd "$v" && find . | sort) >"$T/$k.after"

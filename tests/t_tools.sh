@@ -115,6 +115,33 @@ out=$(clean_env "$RUN" --print-env --log-level info 2>&1); rc=$?
 if [ $rc -eq 0 ] && echo "$out" | grep -qx 'NCCLGUARD_LOG=info' && echo "$out" | grep -qx "LD_PRELOAD=$shim_real"; then pass run-print-env
 else fail run-print-env "rc=$rc '$out'"; fi
 
+# issue 21: --print-env creates nothing (the directory of -d is printed, made by the real run)
+out=$(cd "$T" && clean_env "$RUN" --print-env -d "$T/pe/logs" 2>&1); rc=$?
+out2=$(cd "$T" && clean_env "$RUN" --print-env -d pe-rel/logs 2>&1); rc2=$?
+p=$(cd "$T" && pwd -P)
+if [ $rc -eq 0 ] && [ $rc2 -eq 0 ] && [ ! -e "$T/pe" ] && [ ! -e "$T/pe-rel" ] \
+   && echo "$out" | grep -qx "NCCLGUARD_LOG_FILE=$T/pe/logs/ncclguard.%h.%p.%r.log" \
+   && echo "$out2" | grep -qx "NCCLGUARD_LOG_FILE=$p/pe-rel/logs/ncclguard.%h.%p.%r.log"; then pass run-print-env-creates-nothing
+else fail run-print-env-creates-nothing "rc=$rc/$rc2 $(ls -d "$T/pe" "$T/pe-rel" 2>/dev/null) '$out'"; fi
+
+# issue 21: a command that cannot run is one line of ours, without the shell's line number
+printf 'echo hi\n' >"$T/text.sh"; chmod 0644 "$T/text.sh"
+out=$(clean_env "$RUN" -- "$T/text.sh" 2>&1); rc=$?
+out2=$(clean_env "$RUN" -- "$T" 2>&1); rc2=$?
+out3=$(clean_env "$RUN" -- "$T/none/cmd" 2>&1); rc3=$?
+out4=$(clean_env "$RUN" no-such-command-ng 2>&1); rc4=$?
+if [ $rc -eq 126 ] && [ "$out" = "ncclguard-run: cannot execute $T/text.sh: Permission denied" ] \
+   && [ $rc2 -eq 126 ] && [ "$out2" = "ncclguard-run: cannot execute $T: Is a directory" ] \
+   && [ $rc3 -eq 127 ] && [ "$out3" = "ncclguard-run: command not found: $T/none/cmd (No such file or directory)" ] \
+   && [ $rc4 -eq 127 ] && [ "$out4" = "ncclguard-run: command not found: no-such-command-ng" ]; then pass run-exec-errors-one-line
+else fail run-exec-errors-one-line "rc=$rc/$rc2/$rc3/$rc4: '$out' / '$out2' / '$out3' / '$out4'"; fi
+
+# issue 21: --help shows real defaults, not "(default (auto))"
+out=$("$RUN" --help 2>&1)
+if ! echo "$out" | grep -q '(default (' && echo "$out" | grep -q 'NCCLGUARD_NCCL_LIB: path (default: the libnccl the process loads)$' \
+   && echo "$out" | grep -q 'NCCLGUARD_TIMEOUT: number 0.001..10000000 (default 600)$'; then pass run-help-real-defaults
+else fail run-help-real-defaults "$(echo "$out" | grep 'default' | grep -v 'default [a-z0-9]' | tr '\n' '|')"; fi
+
 # the repo's tools/ncclguard-run finds the hook next to it (tools/python)
 RRUN="$NG_ROOT/tools/ncclguard-run"
 out=$(clean_env NCCLGUARD_LIB="$LIBX" "$RRUN" sh -c 'echo "${PYTHONPATH:-}"' 2>&1)
@@ -191,9 +218,10 @@ if [ -e "$FAKE/libcuda.so.1" ] && [ -e "$FAKE/libnccl.so.2" ]; then
   printf 'NCCL_CUMEM_ENABLE=0\n' > "$T/home/.nccl.conf"
   out4=$(clean_env LD_LIBRARY_PATH="$FAKE" timeout 60 "$DOC" --no-python 2>&1); rc4=$?
   rm -f "$T/home/.nccl.conf"
-  if [ $rc -eq 1 ] && echo "$out" | grep -Eq '^FAIL +env\.NCCL_WIN_ENABLE' && echo "$out" | grep -Eq '^WARN +env\.NCCL_P2P_DISABLE' \
-     && [ $rc2 -eq 0 ] && [ $rc3 -eq 1 ] && ! echo "$out3" | grep -q '^OK ' \
-     && [ $rc4 -eq 1 ] && echo "$out4" | grep -Eq '^FAIL +env\.NCCL_CUMEM_ENABLE .*\.nccl\.conf'; then pass doctor-nccl-vars-and-exit
+  # a configuration FAIL (or WARN with --strict) is status 2, not 1 (issue 21)
+  if [ $rc -eq 2 ] && echo "$out" | grep -Eq '^FAIL +env\.NCCL_WIN_ENABLE' && echo "$out" | grep -Eq '^WARN +env\.NCCL_P2P_DISABLE' \
+     && [ $rc2 -eq 0 ] && [ $rc3 -eq 2 ] && ! echo "$out3" | grep -q '^OK ' \
+     && [ $rc4 -eq 2 ] && echo "$out4" | grep -Eq '^FAIL +env\.NCCL_CUMEM_ENABLE .*\.nccl\.conf'; then pass doctor-nccl-vars-and-exit
   else fail doctor-nccl-vars-and-exit "rc=$rc/$rc2/$rc3/$rc4"; fi
 
   out=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_CUDA_DEVICES=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 RANK=3 WORLD_SIZE=2 LOCAL_RANK=5 \
@@ -239,9 +267,37 @@ clean_env "$DOC" --connect-timeout x >/dev/null 2>&1; rc2=$?
 if [ $rc -eq 2 ] && [ $rc2 -eq 2 ]; then pass doctor-usage-error; else fail doctor-usage-error "rc=$rc/$rc2"; fi
 
 out=$(clean_env LD_LIBRARY_PATH="$T/empty" NCCLGUARD_LOG=loud NCCLGUARD_RETRYS=3 NCCLGUARD_AGREE=maybe timeout 60 "$DOC" --no-python 2>&1)
-if echo "$out" | grep -Eq '^WARN +env\.NCCLGUARD_LOG .*not valid \(expected off\|warn' && echo "$out" | grep -Eq '^WARN +env\.NCCLGUARD_RETRYS .*unknown' \
-   && echo "$out" | grep -Eq '^WARN +env\.NCCLGUARD_AGREE .*not valid \(expected 1/0, true/false'; then pass doctor-ncclguard-vars
+if echo "$out" | grep -Eq '^FAIL +env\.NCCLGUARD_LOG .*not valid \(expected off\|warn' && echo "$out" | grep -Eq '^WARN +env\.NCCLGUARD_RETRYS .*unknown' \
+   && echo "$out" | grep -Eq '^FAIL +env\.NCCLGUARD_AGREE .*not valid \(expected 1/0, true/false'; then pass doctor-ncclguard-vars
 else fail doctor-ncclguard-vars "$(echo "$out" | grep NCCLGUARD | tr '\n' '|')"; fi
+
+# issue 21: an invalid NCCLGUARD_* value is status 2, a host problem (no driver, no NCCL) 1
+out=$(clean_env LD_LIBRARY_PATH="$T/empty" NCCLGUARD_TIMEOUT=abc timeout 60 "$DOC" --no-python 2>&1); rc=$?
+clean_env LD_LIBRARY_PATH="$T/empty" timeout 60 "$DOC" --no-python >/dev/null 2>&1; rc2=$?
+if [ $rc -eq 2 ] && [ $rc2 -eq 1 ] && echo "$out" | grep -Eq '^FAIL +env\.NCCLGUARD_TIMEOUT +NCCLGUARD_TIMEOUT=abc: not valid'; then
+  pass doctor-invalid-config-exit-2
+else fail doctor-invalid-config-exit-2 "rc=$rc (want 2) / no variable rc=$rc2 (want 1): $(echo "$out" | grep TIMEOUT)"; fi
+
+# issue 21: --config-only checks the variables alone (a login node: no driver, no NCCL, no Python)
+out=$(clean_env LD_LIBRARY_PATH="$T/empty" timeout 60 "$DOC" --config-only 2>&1); rc=$?
+out2=$(clean_env LD_LIBRARY_PATH="$T/empty" NCCLGUARD_TIMEOUT=abc timeout 60 "$DOC" --config-only 2>&1); rc2=$?
+out3=$(clean_env LD_LIBRARY_PATH="$T/empty" NCCL_WIN_ENABLE=0 timeout 60 "$DOC" --config-only --json 2>&1); rc3=$?
+out4=$(clean_env LD_LIBRARY_PATH="$T/empty" NCCLGUARD_RETRYS=3 timeout 60 "$DOC" --config-only --strict -q 2>&1); rc4=$?
+if [ $rc -eq 0 ] && echo "$out" | grep -Eq '^OK +env\.ncclguard ' && echo "$out" | grep -Eq '^OK +env\.nccl ' \
+   && ! echo "$out" | grep -Eq '^[A-Z]+ +(nccl|cuda|gpu|python|launcher|ncclguard)\.' && echo "$out" | grep -q '^ncclguard-doctor: 2 OK, 0 WARN, 0 FAIL$' \
+   && [ $rc2 -eq 2 ] && echo "$out2" | grep -Eq '^FAIL +env\.NCCLGUARD_TIMEOUT ' \
+   && [ $rc3 -eq 2 ] && echo "$out3" | grep -q '^{"status":"FAIL","check":"env.NCCL_WIN_ENABLE"' \
+   && [ $rc4 -eq 2 ] && [ "$out4" = "$(echo "$out4" | grep '^WARN  env.NCCLGUARD_RETRYS ')" ]; then pass doctor-config-only
+else fail doctor-config-only "rc=$rc/$rc2/$rc3/$rc4 (want 0/2/2/2): $(echo "$out" "$out4" | tr '\n' '|')"; fi
+
+# issue 21: an explicit --python that does not exist is an error naming it; a missing option value is said so
+out=$(clean_env LD_LIBRARY_PATH="$T/empty" timeout 60 "$DOC" --python "$T/empty/nopython" 2>&1); rc=$?
+out2=$(clean_env timeout 60 "$DOC" --nccl-lib 2>&1); rc2=$?
+out3=$(clean_env "$RUN" --lib 2>&1)
+if [ $rc -eq 2 ] && [ "$out" = "ncclguard-doctor: --python $T/empty/nopython: No such file or directory" ] \
+   && [ $rc2 -eq 2 ] && [ "$out2" = "ncclguard-doctor: option --nccl-lib needs an argument (see --help)" ] \
+   && [ "$out3" = "ncclguard-run: option --lib needs an argument (see --help)" ]; then pass doctor-python-and-option-value-errors
+else fail doctor-python-and-option-value-errors "rc=$rc/$rc2: '$out' / '$out2' / '$out3'"; fi
 
 # ---------------------------------------------------------------- ncclguard-report
 out=$("$REP" --help 2>&1); rc=$?
@@ -286,6 +342,22 @@ if [ $rc -eq 1 ] && echo "$out" | grep -q 'seq 2: error 0 | missing 1' && ! echo
    && [ $rc3 -eq 1 ] && echo "$out3" | grep -q 'seq 0-2: register 0 | missing 1$'; then pass report-stdin
 else fail report-stdin "rc=$rc rc2=$rc2: $(echo "$out" | tr '\n' '|')"; fi
 
+# issue 21: no argument at a terminal: the usage, not a silent wait on the keyboard; a directory
+# without logs is named; --html/--trace DIR is refused, not taken as the output file
+if command -v script >/dev/null 2>&1; then
+  out=$(timeout 10 script -qec "$REP" /dev/null </dev/null 2>&1); rc=$?
+  if [ $rc -eq 2 ] && echo "$out" | grep -q '^Usage: ncclguard-report'; then pass report-tty-usage
+  else fail report-tty-usage "rc=$rc (124: it waited for input): $(echo "$out" | head -2 | tr '\n' '|')"; fi
+else echo "# skip report-tty-usage: no script(1) (util-linux) to give it a terminal"; fi
+mkdir -p "$T/nologs/sub"; printf 'x\n' >"$T/nologs/sub/notes.txt"
+out=$("$REP" "$T/nologs" 2>&1); rc=$?
+out2=$("$REP" --html "$T/nologs" "$LOGS/clean" </dev/null 2>&1); rc2=$?
+out3=$("$REP" --trace "$T/nologs" "$LOGS/clean" </dev/null 2>&1); rc3=$?
+if [ $rc -eq 2 ] && [ "$out" = "ncclguard-report: no *.log or *.jsonl files in $T/nologs" ] \
+   && [ $rc2 -eq 2 ] && [ "$(echo "$out2" | wc -l)" -eq 1 ] && echo "$out2" | grep -q "^ncclguard-report: --html $T/nologs: is a directory" \
+   && [ $rc3 -eq 2 ] && echo "$out3" | grep -q "^ncclguard-report: --trace $T/nologs: is a directory"; then pass report-empty-dir-and-html-dir
+else fail report-empty-dir-and-html-dir "rc=$rc/$rc2/$rc3: '$out' / '$out2' / '$out3'"; fi
+
 "$REP" --frob "$LOGS/clean" >/dev/null 2>&1; rc=$?
 "$REP" "$T/no-such-dir" >/dev/null 2>&1; rc2=$?
 if [ $rc -eq 2 ] && [ $rc2 -eq 2 ]; then pass report-usage-error; else fail report-usage-error "rc=$rc/$rc2"; fi
@@ -326,6 +398,7 @@ esac
 mkdir -p "$T/emptydir"; printf 'plain text\n' >"$T/text.log"; chmod 000 "$T/text.log" 2>/dev/null
 for input in "$T/emptydir" /bin/true; do
   out=$("$B/ncclguard-report" "$input" 2>&1); rc=$?
-  [ $rc = 2 ] && echo "$out" | grep -q 'no ncclguard log line in the input' && pass "report-nothing-understood-exit-2 ($(basename "$input"))" \
+  case "$input" in "$T/emptydir") want="no \*\.log or \*\.jsonl files in $T/emptydir" ;; *) want='no ncclguard log line in the input' ;; esac
+  [ $rc = 2 ] && echo "$out" | grep -q "$want" && pass "report-nothing-understood-exit-2 ($(basename "$input"))" \
     || fail "report-nothing-understood-exit-2 ($(basename "$input"))" "rc=$rc $out"
 done

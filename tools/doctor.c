@@ -81,19 +81,28 @@ static const char *usage_text =
     "                    the dynamic linker finds it, python3's nvidia-nccl wheel,\n"
     "                    /usr/local/cuda/lib*)\n"
     "  --cuda-lib PATH   check this libcuda (default: NCCLGUARD_CUDA_LIB, libcuda.so.1)\n"
-    "  --python PATH     Python interpreter to probe (default: $PYTHON, python3)\n"
+    "  --python PATH     Python interpreter to probe (default: $PYTHON, python3); one that\n"
+    "                    does not exist is a usage error\n"
     "  --no-python       skip the PyTorch checks\n"
     "  --connect-timeout SEC  TCP check of MASTER_ADDR:MASTER_PORT (default 2)\n"
+    "  --config-only     check the configuration alone: the NCCLGUARD_* and NCCL_* variables\n"
+    "                    (environment, NCCL's configuration files); no driver, GPU, NCCL or\n"
+    "                    Python probe, so it runs on a login node too. Exit 0 valid, 2 not\n"
     "  --vars            list the NCCLGUARD_* variables (values, default, meaning) and exit\n"
     "  --version      the version of ncclguard\n"
     "  -h, --help        this text\n"
     "\n"
-    "Exit status: 0 no FAIL (WARN allowed unless --strict), 1 some FAIL, 2 usage error.\n";
+    "Exit status: 0 no FAIL (WARN allowed unless --strict); 1 some FAIL of the host (driver,\n"
+    "GPUs, NCCL, launcher, Python); 2 a usage error, or the configuration is not valid (a FAIL\n"
+    "of an env.* check: an NCCLGUARD_* value not valid, an NCCL variable that switches windows\n"
+    "off; with --strict also a WARN of one), whatever the host.\n";
 
 /* ---- output ---- */
 
 static int opt_json, opt_quiet, opt_strict;
 static int n_ok, n_warn, n_fail, n_info;
+/* FAIL and WARN lines of the configuration checks (env.*): exit status 2, not 1 */
+static int n_cfg_fail, n_cfg_warn;
 
 /* INFO: a fact to know (a known NCCL bug of the version found); counted apart, never in the exit status */
 enum { OK, WARN, FAIL, INFO };
@@ -129,6 +138,10 @@ __attribute__((format(printf, 4, 5))) static void report(int st, const char *che
   else if (st == WARN) n_warn++;
   else if (st == INFO) n_info++;
   else n_fail++;
+  if (!strncmp(check, "env.", 4)) {
+    if (st == FAIL) n_cfg_fail++;
+    else if (st == WARN) n_cfg_warn++;
+  }
   if (opt_quiet && (st == OK || st == INFO)) return;
   if (opt_json) {
     fputs("{\"status\":", stdout);
@@ -748,7 +761,10 @@ static void check_guard_vars(void) {
     }
     if (ng_var_check(var, v, NULL) != 0) {
       char expect[128];
-      snprintf(why, sizeof why, "not valid (expected %s)", ng_var_expect(var, expect, sizeof expect));
+      report(FAIL, check, "fix the value or unset it (the library would warn and use the default)", "%s=%s: not valid (expected %s)",
+             name, v, ng_var_expect(var, expect, sizeof expect));
+      bad++;
+      continue;
     } else if (var->kind == NG_KIND_PATH && *v) {
       if (!strcmp(name, "NCCLGUARD_LOG_FILE")) {
         char dir[1024];
@@ -986,9 +1002,44 @@ static void check_python(int enabled) {
 
 /* ---- main ---- */
 
+/* whether PROG runs: a path (with a '/') to an executable file, or a name found on PATH; else
+ * why not, in `why` */
+static int find_program(const char *prog, char *why, size_t n) {
+  struct stat st;
+  if (strchr(prog, '/')) {
+    if (stat(prog, &st) != 0) { snprintf(why, n, "%s", strerror(errno)); return 0; }
+    if (S_ISDIR(st.st_mode)) { snprintf(why, n, "is a directory, not a Python interpreter"); return 0; }
+    if (access(prog, X_OK) != 0) { snprintf(why, n, "not executable (%s)", strerror(errno)); return 0; }
+    return 1;
+  }
+  const char *path = getenv("PATH");
+  char dir[4096], full[4400];
+  for (const char *p = path ? path : ""; p && *p;) {
+    size_t len = strcspn(p, ":");
+    snprintf(dir, sizeof dir, "%.*s", (int)len, p);
+    snprintf(full, sizeof full, "%s/%s", len ? dir : ".", prog);
+    if (stat(full, &st) == 0 && !S_ISDIR(st.st_mode) && access(full, X_OK) == 0) return 1;
+    p += len;
+    if (*p == ':') p++;
+  }
+  snprintf(why, n, "not found on PATH");
+  return 0;
+}
+
+/* the summary line and the exit status: 2 the configuration (env.* FAIL, or WARN with --strict),
+ * 1 anything else failed, 0 */
+static int summary(void) {
+  if (!opt_json && !opt_quiet) {
+    if (n_info) printf("ncclguard-doctor: %d OK, %d INFO, %d WARN, %d FAIL\n", n_ok, n_info, n_warn, n_fail);
+    else printf("ncclguard-doctor: %d OK, %d WARN, %d FAIL\n", n_ok, n_warn, n_fail);
+  }
+  if (n_cfg_fail || (opt_strict && n_cfg_warn)) return 2;
+  return (n_fail || (opt_strict && n_warn)) ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   const char *nccl_lib = NULL, *cuda_lib = NULL, *python = getenv("PYTHON");
-  int use_python = 1, connect_timeout = 2, opt_vars = 0;
+  int use_python = 1, connect_timeout = 2, opt_vars = 0, opt_config = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_text, stdout); return 0; }
@@ -998,18 +1049,30 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--strict")) opt_strict = 1;
     else if (!strcmp(a, "--no-python")) use_python = 0;
     else if (!strcmp(a, "--vars")) opt_vars = 1;
-    else if ((!strcmp(a, "--nccl-lib") || !strcmp(a, "--cuda-lib") || !strcmp(a, "--python") || !strcmp(a, "--connect-timeout")) && i + 1 < argc) {
+    else if (!strcmp(a, "--config-only")) opt_config = 1;
+    else if (!strcmp(a, "--nccl-lib") || !strcmp(a, "--cuda-lib") || !strcmp(a, "--python") || !strcmp(a, "--connect-timeout")) {
+      if (i + 1 >= argc || !argv[i + 1][0]) {
+        fprintf(stderr, "ncclguard-doctor: option %s needs an argument (see --help)\n", a);
+        return 2;
+      }
       const char *v = argv[++i];
       if (!strcmp(a, "--nccl-lib")) nccl_lib = v;
       else if (!strcmp(a, "--cuda-lib")) cuda_lib = v;
-      else if (!strcmp(a, "--python")) python = v;
-      else {
+      else if (!strcmp(a, "--python")) {
+        /* an interpreter named on the command line must exist: "checks skipped" would hide a typo */
+        char why[160];
+        if (!find_program(v, why, sizeof why)) {
+          fprintf(stderr, "ncclguard-doctor: --python %s: %s\n", v, why);
+          return 2;
+        }
+        python = v;
+      } else {
         long t;
         if (!parse_int(v, &t) || t < 1 || t > 600) { fprintf(stderr, "ncclguard-doctor: --connect-timeout needs 1..600 seconds\n"); return 2; }
         connect_timeout = (int)t;
       }
     } else {
-      fprintf(stderr, "ncclguard-doctor: unknown or incomplete option '%s' (see --help)\n", a);
+      fprintf(stderr, "ncclguard-doctor: unknown option '%s' (see --help)\n", a);
       return 2;
     }
   }
@@ -1018,6 +1081,12 @@ int main(int argc, char **argv) {
     return 0;
   }
   signal(SIGPIPE, SIG_IGN);
+  if (opt_config) {
+    /* the configuration alone: nothing loaded, nothing probed (a login node has no driver) */
+    check_nccl_vars();
+    check_guard_vars();
+    return summary();
+  }
   if (!python || !*python) python = "python3";
   if (use_python) run_python(python, 20);
   check_nccl(nccl_lib);
@@ -1028,9 +1097,5 @@ int main(int argc, char **argv) {
   check_guard_lib();
   check_guard_vars();
   check_python(use_python);
-  if (!opt_json && !opt_quiet) {
-    if (n_info) printf("ncclguard-doctor: %d OK, %d INFO, %d WARN, %d FAIL\n", n_ok, n_info, n_warn, n_fail);
-    else printf("ncclguard-doctor: %d OK, %d WARN, %d FAIL\n", n_ok, n_warn, n_fail);
-  }
-  return (n_fail || (opt_strict && n_warn)) ? 1 : 0;
+  return summary();
 }

@@ -97,6 +97,36 @@ static void wrapped(FILE* f, const char* text, int indent, int inline_first) {
   fputc('\n', f);
 }
 
+/* The default as a reader should see it. A path's default in parentheses in shim/vars.def
+ * ("(auto)") says there is no fixed value: it is described here, as "(default: ...)" rather than
+ * "(default (auto))". Returns "(default warn)" or "(default: the libnccl the process loads)". */
+static const struct {
+  const char *name, *what;
+} described[] = {
+    {"NCCLGUARD_NCCL_LIB", "the libnccl the process loads"},
+};
+
+static const char *default_desc(const struct ng_var *v, char *buf, size_t n) {
+  char d[PATH_MAX];
+  ng_var_default(v, d, sizeof d);
+  size_t len = strlen(d);
+  if (v->kind == NG_KIND_PATH && len >= 2 && d[0] == '(' && d[len - 1] == ')') {
+    for (size_t i = 0; i < sizeof described / sizeof *described; i++)
+      if (!strcmp(v->name, described[i].name)) { snprintf(buf, n, "%s", described[i].what); return buf; }
+    snprintf(buf, n, "%.*s", (int)(len - 2), d + 1);
+    return buf;
+  }
+  return NULL;
+}
+
+/* "(default X)" or "(default: DESCRIPTION)" */
+static const char *default_note(const struct ng_var *v, char *buf, size_t n) {
+  char d[PATH_MAX], w[PATH_MAX];
+  if (default_desc(v, w, sizeof w)) snprintf(buf, n, "(default: %s)", w);
+  else snprintf(buf, n, "(default %s)", ng_var_default(v, d, sizeof d));
+  return buf;
+}
+
 /* ---- ncclguard-run's fragment ---- */
 
 static void help_line(FILE* f, const char* label, const char* first) {
@@ -105,7 +135,7 @@ static void help_line(FILE* f, const char* label, const char* first) {
 }
 
 static void gen_sh(FILE* f) {
-  char a[160], b[64];
+  char a[160], b[64], dn[PATH_MAX + 16];
   fprintf(f, "# ---- generated from shim/vars.def by genvars --sh: do not edit ----\n");
   fprintf(f, "ng_vars_table=1\n");
   fprintf(f, "ng_bool_true="); sh_quote(f, NG_BOOL_TRUE);
@@ -157,7 +187,7 @@ static void gen_sh(FILE* f) {
         continue;
       }
       if (o.metavar[0])
-        snprintf(head, sizeof head, "%s: %s (default %s)", v->name, ng_var_values(v, a, sizeof a), ng_var_default(v, b, sizeof b));
+        snprintf(head, sizeof head, "%s: %s %s", v->name, ng_var_values(v, a, sizeof a), default_note(v, dn, sizeof dn));
       else snprintf(head, sizeof head, "%s=%s", v->name, o.fixed);
       help_line(f, label, head);
       if (first) wrapped(f, v->help, 26, 0);
@@ -169,7 +199,7 @@ static void gen_sh(FILE* f) {
     const struct ng_var* v = &ng_vars[i];
     if (!v->name || v->options[0]) continue;
     char head[320];
-    snprintf(head, sizeof head, "%s: %s (default %s)", v->name, ng_var_values(v, a, sizeof a), ng_var_default(v, b, sizeof b));
+    snprintf(head, sizeof head, "%s: %s %s", v->name, ng_var_values(v, a, sizeof a), default_note(v, dn, sizeof dn));
     fprintf(f, "  %s\n", head);
   }
   fprintf(f, "NG_EOF\n}\n# ---- end of the generated part ----\n");
@@ -238,7 +268,6 @@ static void md_values(FILE* f, const struct ng_var* v) {
 }
 
 static void md_options(FILE* f) {
-  char b[64];
   fprintf(f, "| option | variable | values |\n| --- | --- | --- |\n");
   for (int i = 0; i < ng_nvars; i++) {
     const struct ng_var* v = &ng_vars[i];
@@ -254,7 +283,11 @@ static void md_options(FILE* f) {
       } else if (o.metavar[0]) {
         fprintf(f, "`%s` | ", v->name);
         md_values(f, v);
-        if (v->kind != NG_KIND_ENUM) fprintf(f, " (default %s)", ng_var_default(v, b, sizeof b));
+        if (v->kind != NG_KIND_ENUM) {
+          char dn[PATH_MAX + 16];
+          fprintf(f, " ");
+          md_cell(f, default_note(v, dn, sizeof dn));
+        }
       } else {
         fprintf(f, "`%s=%s` | ", v->name, o.fixed);
       }
@@ -278,7 +311,7 @@ static void md_config(FILE* f) {
     fprintf(f, "| `%s` | ", v->name);
     md_values(f, v);
     fprintf(f, " | ");
-    md_cell(f, ng_var_default(v, b, sizeof b));
+    md_cell(f, default_desc(v, b, sizeof b) ? b : ng_var_default(v, b, sizeof b));
     fprintf(f, " | %s | ", v->lib ? "lib" : "run");
     md_cell(f, v->help);
     fprintf(f, " |\n");

@@ -22,8 +22,8 @@ static const char *usage_text =
     "Usage: ncclguard-report [options] [FILE|DIR|-]...\n"
     "\n"
     "Reads ncclguard logs (text or JSON lines, mixed freely; other lines are skipped) from\n"
-    "files, directories (every *.log and *.jsonl below them) or standard input (no argument\n"
-    "or '-'), and prints per communicator (cid) and window (seq) how many ranks registered,\n"
+    "files, directories (every *.log and *.jsonl below them) or standard input ('-', or no\n"
+    "argument when the input is not a terminal), and prints per communicator (cid) and window (seq) how many ranks registered,\n"
     "retried, degraded, failed or have no line at all, with min/median/max duration; the\n"
     "windows where ranks decided differently or some ranks never arrived (the signature of\n"
     "a hang), with those ranks; and the first error with a diagnosis.\n"
@@ -45,7 +45,7 @@ static const char *usage_text =
     "  -h, --help     this text\n"
     "\n"
     "Exit status: 0 nothing divergent and no error, 1 divergent windows or errors,\n"
-    "2 usage error or unreadable input.\n";
+    "2 usage error, unreadable input, or no log in it (a directory without *.log or *.jsonl).\n";
 
 /* ---- decisions ---- */
 
@@ -949,13 +949,15 @@ static int has_suffix(const char *s, const char *suf) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static void read_dir(const char *path, int depth) {
+/* every *.log and *.jsonl below `path`; returns how many files it read */
+static int read_dir(const char *path, int depth) {
   DIR *d = opendir(path);
   if (!d) {
     fprintf(stderr, "ncclguard-report: %s: %s\n", path, strerror(errno));
     read_errors++;
-    return;
+    return 0;
   }
+  int found = 0;
   char **names = NULL;
   int n = 0, cap = 0;
   struct dirent *de;
@@ -971,12 +973,16 @@ static void read_dir(const char *path, int depth) {
     snprintf(full, sizeof full, "%s/%s", path, names[i]);
     struct stat st;
     if (stat(full, &st) == 0) {
-      if (S_ISDIR(st.st_mode) && depth < 16) read_dir(full, depth + 1);
-      else if (S_ISREG(st.st_mode) && (has_suffix(names[i], ".log") || has_suffix(names[i], ".jsonl"))) read_file(full);
+      if (S_ISDIR(st.st_mode) && depth < 16) found += read_dir(full, depth + 1);
+      else if (S_ISREG(st.st_mode) && (has_suffix(names[i], ".log") || has_suffix(names[i], ".jsonl"))) {
+        read_file(full);
+        found++;
+      }
     }
     free(names[i]);
   }
   free(names);
+  return found;
 }
 
 /* ---- output ---- */
@@ -1307,6 +1313,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ncclguard-report: %s needs a file name (see --help)\n", a);
         return 2;
       }
+      struct stat st;
+      if (stat(argv[i + 1], &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "ncclguard-report: %s %s: is a directory; give the name of the file to write (e.g. %s/report.%s)\n", a,
+                argv[i + 1], argv[i + 1], a[2] == 't' ? "trace.json" : "html");
+        return 2;
+      }
       if (a[2] == 't') opt_trace = argv[++i];
       else opt_html = argv[++i];
       argv[i - 1] = argv[i] = NULL; /* not inputs */
@@ -1314,16 +1326,29 @@ int main(int argc, char **argv) {
     else if (a[0] == '-' && a[1]) { fprintf(stderr, "ncclguard-report: unknown option '%s' (see --help)\n", a); return 2; }
   }
   opt_trace_on = opt_trace != NULL;
+  int empty_dirs = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!a || (a[0] == '-' && a[1])) continue;
     inputs++;
     struct stat st;
-    if (strcmp(a, "-") != 0 && stat(a, &st) == 0 && S_ISDIR(st.st_mode)) read_dir(a, 0);
-    else read_file(a);
+    if (strcmp(a, "-") != 0 && stat(a, &st) == 0 && S_ISDIR(st.st_mode)) {
+      if (read_dir(a, 0) == 0) {
+        fprintf(stderr, "ncclguard-report: no *.log or *.jsonl files in %s\n", a);
+        empty_dirs++;
+      }
+    } else read_file(a);
   }
-  if (!inputs) read_file("-");
+  if (!inputs) {
+    /* no argument at a terminal: the user forgot the directory; do not wait for typed input */
+    if (isatty(0)) {
+      fputs(usage_text, stderr);
+      return 2;
+    }
+    read_file("-");
+  }
   if (read_errors && n_files == 0) return 2;
+  if (n_events == 0 && n_files == 0 && empty_dirs) return 2; /* said above, directory by directory */
   if (n_events == 0) { /* nothing understood: an empty directory, a binary file, unreadable files */
     fprintf(stderr, "ncclguard-report: no ncclguard log line in the input (%ld file%s, %ld line%s read%s): nothing to "
             "report. Fix: point it at the files NCCLGUARD_LOG_FILE wrote (ncclguard-run --log-dir DIR), logged at "
