@@ -103,3 +103,33 @@ double ng_median(double* v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
+
+const char* ng_app_allreduce(ncclComm_t c, float* d, size_t count, int rank, int nranks, int wait_ms) {
+  float* host = malloc(count * sizeof *host);
+  if (!host) return "error";
+  for (size_t i = 0; i < count; i++) host[i] = (float)(rank + 1);
+  cudaMemcpy(d, host, count * sizeof *host, cudaMemcpyHostToDevice);
+  cudaStream_t st;
+  cudaStreamCreate(&st);
+  const char* out = "error";
+  int busy = 0; /* work still queued: the stream is left to the communicator's abort */
+  if (ncclAllReduce(d, d, count, ncclFloat, ncclSum, c, st) == ncclSuccess) {
+    double until = ng_now_us() + wait_ms * 1e3;
+    cudaError_t q;
+    while ((q = cudaStreamQuery(st)) == cudaErrorNotReady && ng_now_us() < until) usleep(500);
+    if (q == cudaErrorNotReady) {
+      busy = 1;
+      ncclResult_t as = ncclSuccess;
+      ncclCommGetAsyncError(c, &as);
+      out = as != ncclSuccess && as != ncclInProgress ? "error" : "hang";
+    } else if (q == cudaSuccess) {
+      cudaMemcpy(host, d, count * sizeof *host, cudaMemcpyDeviceToHost);
+      out = "ok";
+      for (size_t i = 0; i < count; i++)
+        if (host[i] != (float)(nranks * (nranks + 1) / 2)) out = "wrong";
+    }
+  }
+  if (!busy) cudaStreamDestroy(st);
+  free(host);
+  return out;
+}

@@ -20,6 +20,11 @@ long ng_vmrss_kb(void);
 int ng_fd_count(void);
 /* "4096", "4K", "2M", "1G" (powers of 1024); returns 0 and sets *out on success */
 int ng_parse_size(const char* s, size_t* out);
+/* The application's own all-reduce: every rank's (rank + 1) over `count` floats of d, summed on a stream
+ * of its own and waited for wait_ms: "ok" (every element n(n+1)/2), "wrong" (completed with another
+ * value), "error" (NCCL or CUDA reported one, also an asynchronous error while it waits) or "hang" (not
+ * done: the stream is left to the communicator's abort). */
+const char* ng_app_allreduce(ncclComm_t c, float* d, size_t count, int rank, int nranks, int wait_ms);
 /* median of n doubles (sorts the array) */
 double ng_median(double* v, int n);
 #endif

@@ -52,30 +52,6 @@ static void barrier(int k) {
   while (__atomic_load_n(&sh->arrived[k], __ATOMIC_ACQUIRE) < nranks) usleep(100);
 }
 
-static const char* app_allreduce(ncclComm_t c, float* d, int rank, int wait_ms) {
-  float host[COUNT];
-  for (int i = 0; i < COUNT; i++) host[i] = (float)(rank + 1);
-  cudaMemcpy(d, host, sizeof host, cudaMemcpyHostToDevice);
-  cudaStream_t st;
-  cudaStreamCreate(&st);
-  ncclResult_t r = ncclAllReduce(d, d, COUNT, ncclFloat, ncclSum, c, st);
-  const char* out = "error";
-  if (r == ncclSuccess) {
-    double until = ng_now_us() + wait_ms * 1e3;
-    cudaError_t q;
-    while ((q = cudaStreamQuery(st)) == cudaErrorNotReady && ng_now_us() < until) usleep(500);
-    if (q == cudaErrorNotReady) out = "hang";
-    else if (q == cudaSuccess) {
-      cudaMemcpy(host, d, sizeof host, cudaMemcpyDeviceToHost);
-      out = "ok";
-      for (int i = 0; i < COUNT; i++)
-        if (host[i] != (float)(nranks * (nranks + 1) / 2)) out = "wrong";
-    }
-  }
-  if (strcmp(out, "hang")) cudaStreamDestroy(st); /* a hung stream is left to the abort */
-  return out;
-}
-
 static void violation(int rank, int k, int f, const char* what) {
   __atomic_add_fetch(&sh->violations, 1, __ATOMIC_ACQ_REL);
   ng_say("explore: VIOLATION schedule=%d rank=%d fault=%s: %s", k, rank, fname[f], what);
@@ -110,7 +86,7 @@ static int run_rank(int rank) {
       violation(rank, k, f, "ncclCommInitRank failed");
       continue;
     }
-    const char* warm = app_allreduce(c, d, rank, 4 * timeout_ms);
+    const char* warm = ng_app_allreduce(c, d, COUNT, rank, nranks, 4 * timeout_ms);
     if (strcmp(warm, "ok")) violation(rank, k, f, "the warm-up all-reduce failed");
     void* buf = vmm;
     size_t size = 1 << 21;
@@ -141,7 +117,7 @@ static int run_rank(int rank) {
     unsetenv("FAKE_CUDA_OOM_BELOW");
     if (r != ncclSuccess && w[0] != NULL) violation(rank, k, f, "an error left *win set");
     if (group && r2 != ncclSuccess && w[1] != NULL) violation(rank, k, f, "an error left the second *win set");
-    const char* ar = app_allreduce(c, d, rank, 3 * timeout_ms);
+    const char* ar = ng_app_allreduce(c, d, COUNT, rank, nranks, 3 * timeout_ms);
     if (!strcmp(ar, "wrong")) violation(rank, k, f, "the application's all-reduce gave wrong data");
     if (getenv("EXPLORE_VERBOSE"))
       ng_say("explore: schedule=%d rank=%d fault=%s%s reg=%s allreduce=%s", k, rank, fname[f], hit ? "(here)" : "",

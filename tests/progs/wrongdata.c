@@ -37,30 +37,6 @@ static struct shared* sh;
 static const char* mode;
 static int wait_s = 8, timeout_s = 60;
 
-/* the application's all-reduce of every rank's (rank + 1): "ok", "error", "hang" or "wrong" */
-static const char* app_allreduce(ncclComm_t c, float* d, int rank) {
-  float host[COUNT];
-  for (int i = 0; i < COUNT; i++) host[i] = (float)(rank + 1);
-  cudaMemcpy(d, host, sizeof host, cudaMemcpyHostToDevice);
-  cudaStream_t st;
-  cudaStreamCreate(&st);
-  ncclResult_t r = ncclAllReduce(d, d, COUNT, ncclFloat, ncclSum, c, st);
-  if (r != ncclSuccess) return "error";
-  double until = ng_now_us() + wait_s * 1e6;
-  cudaError_t q;
-  while ((q = cudaStreamQuery(st)) == cudaErrorNotReady && ng_now_us() < until) usleep(1000);
-  if (q == cudaErrorNotReady) {
-    ncclResult_t as = ncclSuccess;
-    ncclCommGetAsyncError(c, &as);
-    return as != ncclSuccess && as != ncclInProgress ? "error" : "hang";
-  }
-  if (q != cudaSuccess) return "error";
-  cudaMemcpy(host, d, sizeof host, cudaMemcpyDeviceToHost);
-  for (int i = 0; i < COUNT; i++)
-    if (host[i] != 3.0f) return "wrong";
-  return "ok";
-}
-
 static int run_rank(int rank) {
   int ndev = 1;
   cudaGetDeviceCount(&ndev);
@@ -80,7 +56,7 @@ static int run_rank(int rank) {
   }
   float* d = NULL;
   cudaMalloc((void**)&d, COUNT * sizeof(float));
-  const char* warm = app_allreduce(c, d, rank);
+  const char* warm = ng_app_allreduce(c, d, COUNT, rank, 2, wait_s * 1000);
   void* buf = NULL;
   if (!strcmp(mode, "settings")) cudaMalloc(&buf, 1 << 21);
   else ncclMemAlloc(&buf, 1 << 21);
@@ -94,7 +70,7 @@ static int run_rank(int rank) {
   unsetenv("FAKE_CUDA_OOM_BELOW");
   unsetenv("FAKE_NCCL_REG_DELAY_MS");
   const char* win = w == NULL ? "null" : w == (ncclWindow_t)(uintptr_t)0x5a5a5a5a ? "untouched" : "set";
-  const char* ar = app_allreduce(c, d, rank);
+  const char* ar = ng_app_allreduce(c, d, COUNT, rank, 2, wait_s * 1000);
   ng_say("RESULT rank=%d warm=%s reg=%s win=%s allreduce=%s", rank, warm, ng_rc_name(r), win, ar);
   /* a rank whose peer may hang leaves without tearing down (no wait on a dead communicator) */
   fflush(stdout);
