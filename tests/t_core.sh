@@ -69,9 +69,11 @@ if [ -x "$B/real/main_local" ] && [ -n "$REALNCCL" ]; then
   g_init=$(echo "$withg" | sed -n 's/.*initrank=\([0-9]*\).*/\1/p')
   [ $rc = 0 ] && [ "$b_init" = "$g_init" ] && has "$T/bad.log" 'NCCLGUARD_NCCL_LIB=/nonexistent/libnccl.so.2 cannot be loaded' \
     && pass bad-nccl-lib-falls-back || fail bad-nccl-lib-falls-back "rc=$rc $withg $(cat "$T/bad.log")"
-  # the log file: %h %p %r expanded, JSON lines valid
-  LD_LIBRARY_PATH="$R:$REALNCCL" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG=info RANK=7 \
-    NCCLGUARD_LOG_FORMAT=json NCCLGUARD_LOG_FILE="$T/ng.%h.%p.%r.jsonl" timeout 60 "$R/main_local" "$R/libnccluser.so" >/dev/null 2>&1
+  # the log file: %h %p %r expanded, JSON lines valid; made under umask 000, so that its mode is the
+  # one ncclguard asks open() for (0644), which no umask masks
+  (umask 000
+   LD_LIBRARY_PATH="$R:$REALNCCL" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG=info RANK=7 \
+     NCCLGUARD_LOG_FORMAT=json NCCLGUARD_LOG_FILE="$T/ng.%h.%p.%r.jsonl" timeout 60 "$R/main_local" "$R/libnccluser.so" >/dev/null 2>&1)
   f=$(ls "$T"/ng.*.7.jsonl 2>/dev/null | head -1)
   host=$(hostname | cut -d. -f1)
   if [ -n "$f" ] && case "$f" in *"ng.$host."*".7.jsonl") true ;; *) false ;; esac \
@@ -79,7 +81,8 @@ if [ -x "$B/real/main_local" ] && [ -n "$REALNCCL" ]; then
     pass log-file-json-expanded
   else fail log-file-json-expanded "file '$f': $(cat "$f" 2>/dev/null | head -2)"; fi
   perm=$(stat -c %a "$f" 2>/dev/null)
-  case "$perm" in *[2367]) fail log-file-not-world-writable "mode $perm" ;; *) pass log-file-not-world-writable ;; esac
+  if [ -n "$f" ] && [ -f "$f" ] && [ "$perm" = 644 ]; then pass log-file-not-world-writable
+  else fail log-file-not-world-writable "file '$f' mode '${perm:-none}' under umask 000 (want 644)"; fi
   # a symbolic link as log file is refused (stderr instead), the link target untouched
   ln -s "$T/target" "$T/link.log"
   LD_LIBRARY_PATH="$R:$REALNCCL" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG_FILE="$T/link.log" \

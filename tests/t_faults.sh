@@ -23,7 +23,10 @@ bare late-bare late --late 2 --timeout 20
 NCCLGUARD_TIMEOUT=6 f late-in late --late 2 --timeout 20
 [ $rc = 0 ] && [ "$(nres ok)" = 2 ] && pass late-peer-within-timeout-succeeds || fail late-peer-within-timeout-succeeds "$(why late-in)"
 NCCLGUARD_TIMEOUT=2 f late-out late --late 4 --timeout 25
-[ $rc != 124 ] && [ "$(nres fail)" = 2 ] && [ "$secs" -le 12 ] && lhas late-out 'reason=timeout' \
+# an error on each rank, not a hang nor a crash: both rank processes exited 1 (a signal or a sanitizer's
+# code would show as "killed by signal" or another exit status; the parent then also exits 1)
+[ $rc = 1 ] && [ "$(nres fail)" = 2 ] && [ "$(echo "$out" | grep -c '^faults: rank process [0-9]* exited 1$')" = 2 ] \
+  && [ "$secs" -le 12 ] && lhas late-out 'reason=timeout' \
   && pass late-peer-past-timeout-bounded-error || fail late-peer-past-timeout-bounded-error "$(why late-out)"
 lhas late-out 'revoked by ncclguard' && pass timeout-revokes-communicator || fail timeout-revokes-communicator "$(why late-out)"
 # the late rank's first round stays blocked in NCCL's connection setup (the fake, as NCCL 2.28.9): it is
@@ -37,7 +40,8 @@ lhas late-out 'fn=ncclCommAbort .*result=ncclSuccess .*decision=noop reason=comm
   && pass late-peer-abort-of-revoked-comm-bounded || fail late-peer-abort-of-revoked-comm-bounded "$(logs late-out | grep -E 'ncclCommAbort' | head -3)"
 # without revoke (NCCL < 2.28.7, the fake-legacy build): still bounded on every rank
 NCCLGUARD_TIMEOUT=2 FAKE="$B/fake-legacy" f late-legacy late --late 4 --timeout 25
-[ $rc != 124 ] && [ "$(nres fail)" = 2 ] && [ "$secs" -le 12 ] && ! lhas late-legacy 'revoked by ncclguard' \
+[ $rc = 1 ] && [ "$(nres fail)" = 2 ] && [ "$(echo "$out" | grep -c '^faults: rank process [0-9]* exited 1$')" = 2 ] \
+  && [ "$secs" -le 12 ] && ! lhas late-legacy 'revoked by ncclguard' \
   && pass late-peer-past-timeout-bounded-without-revoke || fail late-peer-past-timeout-bounded-without-revoke "$(why late-legacy)"
 
 # --- ncclCommAbort from another thread while the registration waits for a peer that never comes --------
@@ -62,8 +66,15 @@ f dcd devcomm-destroy --timeout 20
 [ $rc = 0 ] && [ "$(nres ok)" = 2 ] && pass devcomm-destroyed-then-degrade || fail devcomm-destroyed-then-degrade "$(why dcd)"
 
 # --- ncclGroupSimulateEnd ends the group: its registration is done, the next one is not queued ---------------
-f sim simulate --timeout 20
-[ $rc = 0 ] && [ "$(nres ok)" = 2 ] && pass group-simulate-end-ends-group || fail group-simulate-end-ends-group "$(why sim)"
+# the queued registration was performed: every rank's window written (win1=set), ncclguard's log line
+# for it (seq=0) says register with a non-NULL window, and the fake NCCL saw two successful
+# registrations per rank (FAKE_NCCL_TRACE); a simulate end that dropped the queue fails all three
+FAKE_NCCL_TRACE=1 f sim simulate --timeout 20
+[ $rc = 0 ] && [ "$(nres ok)" = 2 ] \
+  && [ "$(echo "$out" | grep -Ec 'RESULT ok rank=[01] first=ncclSuccess win1=set simulate_end=ncclSuccess second=ncclSuccess win2=set$')" = 2 ] \
+  && [ "$(logs sim | grep -Ec 'fn=ncclCommWindowRegister .* win=0x[0-9a-f]*[1-9a-f][0-9a-f]* seq=0 result=ncclSuccess .*decision=register reason=ok')" = 2 ] \
+  && [ "$(grep -Ec '^fake-nccl [0-9:]+ ncclCommWindowRegister\(.*\*win=0x[0-9a-f]*[1-9a-f][0-9a-f]* flags=1\) -> ncclSuccess$' "$T/sim.err")" = 4 ] \
+  && pass group-simulate-end-ends-group || fail group-simulate-end-ends-group "$(why sim) $(grep -c 'ncclCommWindowRegister(' "$T/sim.err") registrations in the fake"
 
 # --- a suspended communicator (ncclCommSuspend, 2.29.7+) cannot be used: no agreement round on it; its
 # registration goes to NCCL as without ncclguard, and after ncclCommResume everything works again
