@@ -206,9 +206,13 @@ struct ng_rules {
   int one_node; /* NG_SYM_YES holds only if every rank is on one host (2.27, 2.28.3) */
   int all_paths; /* 2.27, NCCL_LOCAL_REGISTER and cuMem on: NCCL looks the buffer's allocation up on every
                     path, symmetric or local, and an address that is no CUDA allocation fails there */
+  int no_reuse;  /* NCCL reserves symmetric address space of the whole allocation for every window, even a
+                    repeat of a live one (NVIDIA/nccl#2331): ncclguard serves exact repeats itself */
   char why[128];
 };
 void ng_rules_for(ncclComm_t comm, int dev, int nranks, struct ng_rules* r);
+/* 1 if NCCL `version` reserves new symmetric address space for a repeat registration (no reuse). */
+int ng_nccl_no_reuse(int version);
 
 /* ---- registry (registry.c) ---------------------------------------------------------------- */
 enum ng_comm_state { NG_COMM_INITIALIZING, NG_COMM_READY, NG_COMM_FINALIZED, NG_COMM_DESTROYED,
@@ -291,6 +295,11 @@ void ng_reg_pool_drain(void);
 void ng_agree_res_free(int dev, const struct ng_agree_res* res);
 
 void ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, int flags, int seq);
+/* A live window of comm registered with exactly these arguments: 1 with *win set. */
+int ng_reg_win_find(ncclComm_t comm, const void* buff, size_t size, int flags, ncclWindow_t* win);
+/* Registrations a window serves: +1 for a repeat served from it; -1 only while more than one is left.
+ * Returns the new count, 0 when the window is unknown or (delta -1) it served only one: NCCL's turn. */
+int ng_reg_win_ref(ncclWindow_t win, int delta);
 /* Removes; returns 1 and fills seq/buff/size if known. */
 int ng_reg_win_del(ncclWindow_t win, int* seq, void** buff, size_t* size);
 void ng_reg_buf_add(void* handle, ncclComm_t comm, void* buff, size_t size);
@@ -332,7 +341,7 @@ ncclResult_t ng_wait_ready(ncclComm_t comm, int dev);
  * (entries on one communicator travel as one all-reduce, all communicators in one NCCL group) and
  * come back in place. Returns ncclSuccess when every communicator's round completed in step;
  * otherwise the entries' status says why and each failed communicator is left broken. */
-#define NG_NVOTE 32
+#define NG_NVOTE 40 /* int32 per registration: a flag per reason, then the slots below (the wire format) */
 enum ng_agree_status { NG_AGREE_OK, NG_AGREE_TIMEOUT, NG_AGREE_STEP, NG_AGREE_ABORTED, NG_AGREE_FAILED,
                        NG_AGREE_SETTINGS /* completed in step, but the ranks' settings differ: every rank refuses */ };
 struct ng_vote {
@@ -378,6 +387,9 @@ enum {
   NG_VOTE_ONE_NODE,                /* some rank's rules: symmetric only if all ranks are on one host */
   NG_VOTE_FACTS,                   /* bit mask of reasons NCCL refuses on its symmetric path only */
   NG_VOTE_FACTS_FIRST_BAD,         /* nranks - lowest rank with such a fact */
+  NG_VOTE_NO_REPEAT,               /* some rank has no live window registered with exactly these arguments
+                                      (or its NCCL reuses allocations itself): 0 after the max = every rank
+                                      serves this registration from its live window */
   NG_VOTE_END
 };
 _Static_assert(NG_VOTE_END <= NG_NVOTE, "vote layout");
@@ -401,6 +413,8 @@ struct ng_regreq {
   int first_bad_rank;
   int relaxed;      /* register with this thread in relaxed capture mode */
   int sym_all;      /* the vote: every rank's rules say NCCL takes its symmetric path */
+  ncclWindow_t repeat_of; /* NCCL without reuse: the live window registered with exactly these arguments */
+  int space_full;   /* NCCL without reuse failed: its symmetric address space has no room (#2331) */
   int decision;
   ncclResult_t result;
   double t0;

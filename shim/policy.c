@@ -59,7 +59,7 @@ void ng_log_reg(const struct ng_regreq* r, int level, const char* msg) {
   ng_kv_int(&l, "size", (long long)r->size);
   ng_kv_int(&l, "flags", r->flags);
   /* *win is ours to read only once NCCL or ncclguard wrote it (a refused call leaves it untouched) */
-  int written = r->win && (r->decision == NG_D_REGISTER || r->decision == NG_D_DEGRADE);
+  int written = r->win && (r->decision == NG_D_REGISTER || r->decision == NG_D_DEGRADE || r->decision == NG_D_REUSE);
   ng_kv_ptr(&l, "win", written ? (const void*)*r->win : NULL);
   ng_kv_int(&l, "seq", r->seq);
   ng_kv_str(&l, "result", ng_result_name(r->result));
@@ -203,6 +203,9 @@ static void phase_preflight(struct ng_regreq* reqs, int n) {
       /* 2.27 fails an address that is no CUDA allocation on every path (cuMemGetAddressRange) */
       if (r->rules.all_paths && ng_cuda_is_allocation(r->buff, r->cv.dev) == 0) r->arg_reason = NG_R_NOT_DEVICE;
     }
+    /* NCCL without reuse (2.30.7+): an exact repeat of a live registration can be served from its window */
+    r->repeat_of = NULL;
+    if (!r->arg_reason && r->rules.no_reuse) ng_reg_win_find(r->comm, r->buff, r->size, r->flags, &r->repeat_of);
     if (!r->arg_reason && ng_capture_hazard(r->rules.version)) {
       /* relaxed capture mode lets 2.28 - 2.30.6 register with the capture intact (measured on H200).
        * 2.27's symmetric registration fails and invalidates the capture even then, its local one
@@ -230,6 +233,7 @@ static void vote_fill(struct ng_vote* vt, const struct ng_regreq* r) {
   vt->v[NG_VOTE_ONE_NODE] = r->rules.one_node;
   vt->v[NG_VOTE_FACTS] = (int32_t)r->facts;
   if (r->facts) vt->v[NG_VOTE_FACTS_FIRST_BAD] = inv;
+  vt->v[NG_VOTE_NO_REPEAT] = r->repeat_of ? 0 : 1;
 }
 
 /* THE decision, from the reduced votes alone (so every rank takes the same one). */
@@ -245,6 +249,14 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
   unsigned facts = (unsigned)v[NG_VOTE_FACTS];
   int reason = lowest_reason(always), bad = v[NG_VOTE_FIRST_BAD];
   if (!reason && sym && facts) reason = lowest_reason(facts), bad = v[NG_VOTE_FACTS_FIRST_BAD];
+  if (!reason && !v[NG_VOTE_NO_REPEAT] && r->repeat_of) {
+    /* every rank has a live window registered with exactly these arguments (agreed: one rank serving the
+     * repeat while a peer calls NCCL would leave that peer in NCCL's exchange): served from it */
+    r->decision = NG_D_REUSE;
+    r->result = ncclSuccess;
+    *r->win = r->repeat_of;
+    return;
+  }
   if (!reason) {
     if (facts && ng_log_on(NG_LOG_INFO)) {
       char msg[400];
@@ -417,18 +429,28 @@ static void phase_register(struct ng_regreq* reqs, int n) {
 /* NCCL itself failed on this rank: invalid-argument class degrades (or errors, by policy); any
  * other error means NCCL reports the communicator broken, and degrading would hide that. Every
  * rank of the outcome round takes the same decision: the worst result is agreed. */
-static void nccl_failed(struct ng_regreq* r, ncclResult_t agreed, int here) {
+static void nccl_failed(struct ng_regreq* r, ncclResult_t agreed, int degradable, int here) {
   if (here)
     ng_log_msg(NG_LOG_WARN, r->cv.dev, "ncclCommWindowRegister", "NCCL failed to register: %s %s",
                ng_result_name(r->result), ng_reg_comm_usable(r->comm) ? ng_last_error(r->comm) : "");
-  r->local_reason = here ? NG_R_NCCL_ERROR : NG_R_OK;
-  fallback(r, NG_R_NCCL_ERROR, NG_R_NCCL_ERROR, -1);
-  if (agreed != ncclInvalidArgument && r->decision == NG_D_DEGRADE) {
+  int why = here && r->space_full ? NG_R_SYM_SPACE_FULL : NG_R_NCCL_ERROR;
+  r->local_reason = here ? why : NG_R_OK;
+  fallback(r, why, why, -1);
+  if (!degradable && r->decision == NG_D_DEGRADE) {
     ng_reg_comm_mark(r->comm, 0, 0, -1);
     r->decision = NG_D_ERROR;
   }
   if (r->decision == NG_D_ERROR) r->result = agreed; /* NCCL's own error code, never replaced */
 }
+
+/* NCCL without reuse ran out of symmetric address space (NVIDIA/nccl#2331): its "internal error" is a
+ * resource limit that degrades like an invalid argument (the communicator is intact), named for what it is.
+ * Every rank's space has the same size and sees the same registrations: they run out together. */
+static void note_space_full(struct ng_regreq* r) {
+  r->space_full = r->rules.no_reuse && r->result == ncclInternalError && ng_reg_comm_usable(r->comm) &&
+                  strstr(ng_last_error(r->comm), "No suitable space") != NULL;
+}
+static int degradable_here(const struct ng_regreq* r) { return r->result == ncclInvalidArgument || r->space_full; }
 
 /* NCCL 2.28.3 - 2.30.x end a symmetric registration with a bootstrap barrier that every rank
  * reaches only after all of its own fallible steps (src/dev_runtime.cc, ncclDevrWindowRegisterInGroup:
@@ -452,13 +474,17 @@ static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, 
   int ngo = 0;
   for (int i = 0; i < n; i++) ngo += reqs[i].decision == NG_D_REGISTER;
   if (!ngo) return;
+  for (int i = 0; i < n; i++)
+    if (reqs[i].decision == NG_D_REGISTER && reqs[i].result != ncclSuccess) note_space_full(&reqs[i]);
   if (!use_agree) {
     for (int i = 0; i < n; i++)
-      if (reqs[i].decision == NG_D_REGISTER && reqs[i].result != ncclSuccess) nccl_failed(&reqs[i], reqs[i].result, 1);
+      if (reqs[i].decision == NG_D_REGISTER && reqs[i].result != ncclSuccess)
+        nccl_failed(&reqs[i], reqs[i].result, degradable_here(&reqs[i]), 1);
     return;
   }
   if (outcome_by_barrier(&reqs[0], n)) { /* the same on every rank: no round */
-    if (reqs[0].decision == NG_D_REGISTER && reqs[0].result != ncclSuccess) nccl_failed(&reqs[0], reqs[0].result, 1);
+    if (reqs[0].decision == NG_D_REGISTER && reqs[0].result != ncclSuccess)
+      nccl_failed(&reqs[0], reqs[0].result, degradable_here(&reqs[0]), 1);
     return;
   }
   int nv = 0;
@@ -468,7 +494,7 @@ static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, 
     votes[nv].comm = reqs[i].comm;
     votes[nv].dev = reqs[i].cv.dev;
     /* the worst NCCL result anywhere: invalid argument (4) degrades, others (and ours) error */
-    if (reqs[i].result != ncclSuccess) votes[nv].v[NG_VOTE_FAILED] = reqs[i].result == ncclInvalidArgument ? 1 : 2 + reqs[i].result;
+    if (reqs[i].result != ncclSuccess) votes[nv].v[NG_VOTE_FAILED] = degradable_here(&reqs[i]) ? 1 : 2 + reqs[i].result;
     nv++;
   }
   ncclResult_t a = ng_agree(votes, nv, "registration outcome");
@@ -496,7 +522,7 @@ static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, 
       NG_CALL(d, ncclCommWindowDeregister, r->comm, *r->win);
       (void)d;
     }
-    nccl_failed(r, worst, !ok_here);
+    nccl_failed(r, worst, f == 1, !ok_here);
   }
 }
 
@@ -536,6 +562,15 @@ static void report(struct ng_regreq* r) {
       if (*r->win) ng_reg_win_add(*r->win, r->comm, r->buff, r->size, r->flags, r->seq);
       ng_log_reg(r, NG_LOG_INFO, "registered");
       return;
+    case NG_D_REUSE: {
+      ng_stat_add(NG_ST_REGISTERED, 1);
+      int uses = ng_reg_win_ref(r->repeat_of, +1);
+      snprintf(msg, sizeof msg, "an exact repeat of a live registration (same communicator, buffer, size and flags) on "
+               "every rank: served from its window, now %d uses (NCCL %d would reserve symmetric address space of the "
+               "whole allocation again, NVIDIA/nccl#2331); each use is deregistered on its own", uses, r->rules.version);
+      ng_log_reg(r, NG_LOG_INFO, msg);
+      return;
+    }
     case NG_D_DEGRADE:
       ng_stat_add(NG_ST_DEGRADED, 1);
       snprintf(msg, sizeof msg, "%s: %s. Every rank uses this buffer unregistered (correct, without the symmetric "
@@ -584,6 +619,7 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
       if (!r->arg_reason && (r->facts & (1u << NG_R_CAPTURING)) && r->rules.sym == NG_SYM_YES)
         r->arg_reason = NG_R_CAPTURING;
       vote_fill(&votes[i], r);
+      votes[i].v[NG_VOTE_NO_REPEAT] = 1; /* a repeat is served only where every rank agreed to */
       votes[i].one_host = r->rules.one_node ? -1 : 1; /* cannot know (-1): not symmetric-for-sure */
       decide(r, &votes[i]);
     }

@@ -28,6 +28,7 @@ struct win_ent {
   size_t size;
   int flags;
   int seq;
+  int refs; /* registrations it serves: 1, plus the exact repeats ncclguard served from it */
   UT_hash_handle hh;
 };
 
@@ -353,7 +354,7 @@ void ng_reg_comm_tombstone(ncclComm_t comm, int state) {
 void ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, int flags, int seq) {
   struct win_ent* w = calloc(1, sizeof *w);
   if (!w) return;
-  *w = (struct win_ent){.win = win, .comm = comm, .buff = buff, .size = size, .flags = flags, .seq = seq};
+  *w = (struct win_ent){.win = win, .comm = comm, .buff = buff, .size = size, .flags = flags, .seq = seq, .refs = 1};
   pthread_mutex_lock(&lock);
   struct win_ent* old = NULL;
   HASH_FIND_PTR(wins, &win, old);
@@ -367,6 +368,30 @@ void ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, 
   struct comm_ent* e = find(comm);
   if (e) e->v.nwindows++;
   pthread_mutex_unlock(&lock);
+}
+
+int ng_reg_win_find(ncclComm_t comm, const void* buff, size_t size, int flags, ncclWindow_t* win) {
+  pthread_mutex_lock(&lock);
+  struct win_ent *w, *tmp, *hit = NULL;
+  HASH_ITER(hh, wins, w, tmp) {
+    if (w->comm == comm && w->buff == buff && w->size == size && w->flags == flags) {
+      hit = w;
+      break;
+    }
+  }
+  if (hit) *win = hit->win;
+  pthread_mutex_unlock(&lock);
+  return hit != NULL;
+}
+
+int ng_reg_win_ref(ncclWindow_t win, int delta) {
+  pthread_mutex_lock(&lock);
+  struct win_ent* w = NULL;
+  HASH_FIND_PTR(wins, &win, w);
+  int n = 0;
+  if (w && (delta > 0 || w->refs > 1)) n = w->refs += delta;
+  pthread_mutex_unlock(&lock);
+  return n;
 }
 
 int ng_reg_win_del(ncclWindow_t win, int* seq, void** buff, size_t* size) {

@@ -125,10 +125,22 @@ static int query_sym(ncclComm_t comm, int version) {
   return p.deviceApiSupport != 0;
 }
 
+/* NCCL releases whose symmetric registration does not reuse an allocation already registered on the
+ * communicator (src/dev_runtime.cc, symMemoryObtain: a registered allocation is looked up and reference
+ * counted up to v2.30.4-1; from v2.30.7-1, the commit that added asymmetric window sizes, every
+ * registration takes new symmetric address space of the whole allocation, and NCCL's user guide says
+ * host APIs do not accept a buffer registered symmetrically more than once; unchanged on NCCL's master
+ * of 2026-06). Measured on 1 x H200: 2.29.7 12 of 12 repeats, 2.30.7 5 of 12, then "Allocation failed.
+ * No suitable space found" (NVIDIA/nccl#2331). Later releases (2.31, 2.32: source not read) are taken
+ * to behave like 2.30.7: serving an exact repeat from the live window is correct on any version. */
+#define NG_NO_REUSE_FROM 23007
+int ng_nccl_no_reuse(int version) { return version >= NG_NO_REUSE_FROM; }
+
 void ng_rules_for(ncclComm_t comm, int dev, int nranks, struct ng_rules* r) {
   memset(r, 0, sizeof *r);
   int v = ng_nccl_version();
   r->version = v;
+  r->no_reuse = ng_nccl_no_reuse(v);
   r->sym = NG_SYM_UNKNOWN;
   snprintf(r->why, sizeof r->why, "NCCL version unknown");
   if (v <= 0) return;

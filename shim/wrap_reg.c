@@ -121,6 +121,16 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowDeregister)(ncclComm_t comm, ncclWi
                 "NULL window (degraded or never registered): nothing to deregister");
     return ncclSuccess;
   }
+  int left = ng_reg_win_ref(win, -1);
+  if (left > 0) {
+    /* a window that also serves exact repeats of its registration (decision=reuse): one use fewer */
+    ng_stat_add(NG_ST_NOOPS, 1);
+    char msg[160];
+    snprintf(msg, sizeof msg, "one use of a shared window deregistered; NCCL's window stays for the %d other%s", left,
+             left > 1 ? "s" : "");
+    ng_log_call(NG_LOG_INFO, "ncclCommWindowDeregister", comm, ncclSuccess, t0, NG_D_NOOP, NG_R_SHARED_WINDOW, msg);
+    return ncclSuccess;
+  }
   NG_CALL(res, ncclCommWindowDeregister, comm, win);
   int seq = -1;
   void* buff = NULL;

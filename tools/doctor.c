@@ -664,7 +664,8 @@ static const struct known_bug {
      "2.30.7 (source: the reuse is there at v2.30.4-1, gone at v2.30.7-1); 2.31, 2.32: unknown",
      "each registration of an already registered allocation reserves symmetric address space of the whole "
      "allocation again: after a few repeats ncclInternalError, 'Allocation failed. No suitable space found'",
-     "not guarded yet (measured: the same failures with ncclguard, issue 20)",
+     "guarded: an exact repeat of a live registration is served from its window on every rank (decision=reuse); "
+     "a window that does not fit is degraded on every rank (reason=sym_space_full)",
      "register each allocation once (one window per allocation), or raise NCCL_WIN_STRIDE"},
     {"NVIDIA/nccl#2332", "https://github.com/NVIDIA/nccl/issues/2332", 23003, 23100, "NCCL_CUMEM_ENABLE=0", NULL,
      "reported on 2.30.7 (the failing call is in ncclRegister from v2.30.3-1 on); fixed: unknown",

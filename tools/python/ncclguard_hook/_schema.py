@@ -76,6 +76,8 @@ REASONS = (
     ("comm_suspended", "INFO", "lib"),
     ("agree_failed", "WARN", "lib"),
     ("settings_mismatch", "WARN", "lib"),
+    ("sym_space_full", "WARN", "lib"),
+    ("shared_window", "INFO", "lib"),
     ("lazy_comm", "INFO", "hook"),
     ("warmup_no_comm", "WARN", "hook"),
     ("comm_exists", "INFO", "hook"),
