@@ -33,6 +33,26 @@ st fake_misaligned_and_host_buffer 0 -- misaligned
 st fake_no_symmetric_2_29_null_window 0 FAKE_NCCL_NO_SYMMETRIC=1 FAKE_NCCL_VERSION=22903 -- nosym 1
 st fake_no_symmetric_2_28_local_handle 0 FAKE_NCCL_NO_SYMMETRIC=1 -- nosym 0
 
+# symmetric address space (README "Modelled behaviour"; NVIDIA/nccl#2331): 12 registrations of one
+# 1 GiB allocation (whole, or its halves alternately) in a space of NCCL_WIN_STRIDE=4 GiB; 2.28 and 2.29
+# reuse the allocation (12 windows), 2.30.7 takes 1 GiB per window (4, then ncclInternalError "No
+# suitable space ..."; one deregistered lets one more fit). Threads (space) and processes (space_fork).
+sp4="40000000 within limit=0x100000000"
+for v in 22809 22903; do
+  st fake_space_reuse_${v}_1rank 0 FAKE_NCCL_VERSION=$v NCCL_WIN_STRIDE=0x100000000 -- space 1 0 12 1024 "$sp4"
+  st fake_space_reuse_${v}_halves_2ranks 0 FAKE_NCCL_VERSION=$v NCCL_WIN_STRIDE=0x100000000 -- space 2 1 12 1024 "$sp4"
+done
+st fake_space_full_23007_1rank 0 FAKE_NCCL_VERSION=23007 NCCL_WIN_STRIDE=0x100000000 -- space 1 0 4 1024 "$sp4"
+st fake_space_full_23007_2ranks 0 FAKE_NCCL_VERSION=23007 NCCL_WIN_STRIDE=0x100000000 -- space 2 0 4 1024 "$sp4"
+st fake_space_full_23007_halves_1rank 0 FAKE_NCCL_VERSION=23007 NCCL_WIN_STRIDE=0x100000000 -- space 1 1 4 1024 "$sp4"
+st fake_space_full_23007_halves_2procs 0 FAKE_NCCL_VERSION=23007 NCCL_WIN_STRIDE=0x100000000 -- space_fork 2 1 4 1024 "$sp4"
+# NCCL rounds NCCL_WIN_STRIDE up to 4 GiB (ncclDevrInitOnce): 8 MiB gives the same 4 GiB space
+st fake_space_stride_rounded_up_23007 0 FAKE_NCCL_VERSION=23007 NCCL_WIN_STRIDE=0x800000 -- space 2 0 4 1024 "$sp4"
+# the measurements on 1 x H200 (default space: the device's 139.8 GiB rounded up to 140 GiB)
+st fake_space_h200_24g_5_of_12_23007 0 FAKE_NCCL_VERSION=23007 -- space 1 0 5 24576 "600000000 within limit=0x2300000000"
+st fake_space_h200_48g_halves_2_of_12_23007 0 FAKE_NCCL_VERSION=23007 -- space 1 1 2 49152 "c00000000 within limit=0x2300000000"
+st fake_space_h200_48g_halves_12_of_12_22903 0 FAKE_NCCL_VERSION=22903 -- space 1 1 12 49152 x
+
 # the asymmetric case: rank 0 got ncclUnhandledCudaError, rank 1 never returned
 n=fake_asym_rank0_error_rank1_stuck
 if has "$T/fake_asym_cudamalloc_hangs.log" '^rank 0 register -> 1 ' && ! has "$T/fake_asym_cudamalloc_hangs.log" '^rank 1 register'; then

@@ -111,7 +111,7 @@ EXPORT CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 {
   if (!bytes) return CUDA_ERROR_INVALID_VALUE;
   if (!valid_dev(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  *bytes = (size_t)141 << 30;
+  *bytes = FC_TOTAL_MEM;
   return CUDA_SUCCESS;
 }
 

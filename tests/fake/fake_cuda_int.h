@@ -9,6 +9,12 @@
 
 #define FC_MAXDEV 64
 #define FC_GRANULARITY ((size_t)2 << 20) /* cuMemGetAllocationGranularity: 2 MiB */
+/* cuDeviceTotalMem and cuMemGetInfo of an H200 (measured 2026-12-01 on 1 x H200, driver 580.159.04, through
+ * ctypes: total 150109880320 = 0x22f33f0000, 139.8 GiB; free 149557477376 with one context). NCCL's
+ * symmetric address space is this rounded up to 4 GiB: 0x2300000000, the limit its WARN printed there
+ * (issue 20, NVIDIA/nccl#2331; docs/NCCL.md §10). */
+#define FC_TOTAL_MEM ((size_t)150109880320ULL)
+#define FC_FREE_MEM ((size_t)149557477376ULL)
 
 /* One queued unit of stream work: a host function and its argument. */
 struct fc_item {

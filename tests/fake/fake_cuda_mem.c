@@ -122,8 +122,8 @@ EXPORT CUresult cuMemFree(CUdeviceptr dptr)
 
 EXPORT CUresult cuMemGetInfo(size_t *free_b, size_t *total)
 {
-  if (free_b) *free_b = (size_t)140 << 30;
-  if (total) *total = (size_t)141 << 30;
+  if (free_b) *free_b = FC_FREE_MEM;
+  if (total) *total = FC_TOTAL_MEM;
   return CUDA_SUCCESS;
 }
 

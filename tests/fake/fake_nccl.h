@@ -98,6 +98,18 @@ struct fn_reg { /* ncclCommRegister handle */
   struct fn_reg *next;
 };
 
+/* One allocation's place in a communicator's symmetric address space (NCCL's ncclDevrMemory,
+ * src/dev_runtime.cc; nccl_reg.c "symmetric address space"). */
+struct fn_symmem {
+  CUdeviceptr base;     /* the allocation (first segment) */
+  size_t size;          /* the allocation's size: what the space gives it */
+  int nseg;             /* segments (allocations) the window's range covers */
+  CUmemGenericAllocationHandle *h; /* their handles, retained while it exists */
+  size_t off;           /* offset in the space */
+  int refs;             /* windows using it */
+  struct fn_symmem *next; /* the communicator's list, sorted by off */
+};
+
 struct ncclWindow_vidmem {
   uint32_t magic;
   void *self;           /* hash key */
@@ -108,6 +120,7 @@ struct ncclWindow_vidmem {
   int local_only;       /* 2.28 "local registration" handle (no symmetric support) */
   CUdeviceptr va;       /* peer-mapping reservation, freed at deregistration */
   size_t va_size;
+  struct fn_symmem *mem; /* its place in the symmetric address space (symmetric windows, 2.28+) */
   int live;
   struct ncclWindow_vidmem *next;
   UT_hash_handle hh;    /* every window ever created (tombstones stay) */
@@ -135,6 +148,8 @@ struct ncclComm {
   int ndevcomm;
   struct ncclWindow_vidmem *wins;
   struct fn_reg *regs;
+  size_t big_size, big_align; /* symmetric address space (NCCL's bigSize, granularity); 0 until used */
+  struct fn_symmem *mems;    /* its allocations, sorted by offset (under lk) */
   pthread_mutex_t lk;
   pthread_cond_t cv;
   UT_hash_handle hh;    /* every communicator ever created (tombstones stay) */

@@ -133,6 +133,7 @@ struct reg_arg {
   int in_group;         /* issued inside the application's ncclGroupStart/End */
   CUdeviceptr va;
   size_t va_size;
+  struct fn_symmem *mem; /* its place in the symmetric address space (sym_obtain) */
 };
 
 /* ---- symmetric support (docs/NCCL.md, from NCCL's init.cc and transport.cc per version) ---- */
@@ -207,6 +208,165 @@ ncclResult_t pncclCommQueryProperties(ncclComm_t comm, struct fake_props *p)
   return LEAVE("ncclCommQueryProperties", r, "comm=%p", (void *)comm);
 }
 FN_ALIAS(ncclCommQueryProperties);
+
+/* ---- symmetric address space (NCCL 2.28+, src/dev_runtime.cc and src/allocator.cc; issue 20,
+ * NVIDIA/nccl#2331, docs/NCCL.md §10; measured on 1 x H200 2026-12-01) ----
+ * Every symmetric window's allocation takes a place in a per-communicator space of bigSize bytes
+ * (ncclDevrInitOnce: NCCL_WIN_STRIDE when set, else the largest GPU memory among the ranks, then in
+ * both cases rounded UP to 4 GiB: alignUp(bigSize, 1 << 32), at v2.28.9-1, v2.29.7-1, v2.30.7-1).
+ * symMemoryObtain gives the window's whole allocation (cuMemGetAddressRange's size, the span of its
+ * segments from 2.30), not the window, a place with ncclSpaceAlloc: the first free gap, its lower end
+ * aligned to the allocation granularity, that holds it; none: WARN "Allocation failed. No suitable space
+ * found to accommodate size=0x%lx within limit=0x%lx" and ncclInternalError. Deregistration
+ * (symMemoryDestroy, at the last reference) gives the place back (ncclSpaceFree).
+ * Before FN_SYM_NO_REUSE symMemoryObtain first looks the allocation up among those the communicator
+ * already has and reuses it (a reference count): by allocation handle at v2.28.9-1 and v2.29.7-1, by
+ * base, size and every segment's handle at v2.30.3-1 and v2.30.4-1. v2.30.7-1 has no lookup: every
+ * registration takes the whole allocation's size again (measured: one 24 GiB buffer 5 of 12, halves of a
+ * 48 GiB allocation 2 of 12, size=0xc00000000, limit=0x2300000000; 2.28.9 and 2.29.7: 12 of 12).
+ * Not modelled: NCCL's own buffers in the same space (symMemoryObtain for the symmetric kernels'
+ * and device communicators' memory). v2.30.7-1 reserves the largest of the LSA ranks' sizes, exchanged
+ * (bootstrapAllGather) just before ncclSpaceAlloc: the fake takes this rank's own size and decides, per
+ * rank, before this rank joins the registration's exchange. With the same registrations on every rank
+ * each reaches the same answer (spaces of one size, one sequence), so ranks fail together and nobody
+ * waits; a rank failing alone leaves its peers waiting in the exchange, as in NCCL (there they wait in
+ * the next one, symMemoryMapLsaTeam). 2.27 (< 22800): no space here, repeats register as before (not
+ * modelled). A failure does not damage the communicator (not measured inside an application group). */
+#define FN_SYM_NO_REUSE 23007 /* the lookup is present at v2.30.4-1, gone at v2.30.7-1 (docs/NCCL.md §10;
+                                 * no tag between was read): from here, no reuse */
+
+static void sym_space_init(struct ncclComm *c) /* ncclDevrInitOnce; caller holds c->lk */
+{
+  if (c->big_size) return;
+  long long stride = fn_param("NCCL_WIN_STRIDE", -1); /* NCCL_PARAM(WinStride, "WIN_STRIDE", -1) */
+  size_t big = (size_t)stride;
+  if (stride <= 0) { /* NCCL: 0 or -1 (`-bigSize <= 1`); other negative values are not modelled (auto here) */
+    size_t tot = 0;
+    /* every fake device has the same memory, so this rank's device is the largest among the ranks */
+    if (cuDeviceTotalMem(&tot, c->dev) != CUDA_SUCCESS || !tot) tot = (size_t)1 << 32;
+    big = tot;
+  }
+  c->big_size = (big + ((size_t)1 << 32) - 1) & ~(((size_t)1 << 32) - 1);
+  if (!c->big_size) c->big_size = (size_t)1 << 32;
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = c->dev;
+  if (cuMemGetAllocationGranularity(&c->big_align, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS ||
+      !c->big_align)
+    c->big_align = MB2;
+}
+
+/* The allocations [base, base + size) covers, whose segments start at base: nseg and their handles
+ * (retained; NULL on failure). */
+static CUmemGenericAllocationHandle *sym_segments(CUdeviceptr base, size_t size, int *nseg)
+{
+  CUmemGenericAllocationHandle *hs = NULL;
+  int n = 0;
+  for (CUdeviceptr p = base; p < base + size;) {
+    CUdeviceptr b = 0;
+    size_t s = 0;
+    CUmemGenericAllocationHandle h;
+    if (cuMemGetAddressRange(&b, &s, p) != CUDA_SUCCESS || !s ||
+        cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p) != CUDA_SUCCESS)
+      goto fail;
+    CUmemGenericAllocationHandle *nh = realloc(hs, (size_t)(n + 1) * sizeof *hs);
+    if (!nh) { cuMemRelease(h); goto fail; }
+    hs = nh;
+    hs[n++] = h;
+    p = b + s;
+  }
+  *nseg = n;
+  return hs;
+fail:
+  for (int i = 0; i < n; i++) cuMemRelease(hs[i]);
+  free(hs);
+  return NULL;
+}
+
+/* symMemoryObtain: the place of the allocation behind [buff, buff + size) (allocation base `base`,
+ * whole size `asz`), reused or new. */
+static ncclResult_t sym_obtain(struct ncclComm *c, const void *buff, size_t size, CUdeviceptr base, size_t asz,
+                               struct fn_symmem **out)
+{
+  int v = fn_version(), nseg = 0;
+  /* 2.30+: the span of the segments the window covers; before, one allocation (2.28 has no range check) */
+  size_t span = asz;
+  if (v >= 23000) {
+    CUdeviceptr end = (CUdeviceptr)(uintptr_t)buff + size;
+    if (end > base + asz) { /* runs on into further mapped allocations (checked by the caller) */
+      for (CUdeviceptr p = base + asz; p < end;) {
+        CUdeviceptr b = 0;
+        size_t s = 0;
+        if (cuMemGetAddressRange(&b, &s, p) != CUDA_SUCCESS || !s) break;
+        p = b + s;
+        span = (size_t)(p - base);
+      }
+    }
+  }
+  CUmemGenericAllocationHandle *hs = sym_segments(base, v >= 23000 ? span : 1, &nseg);
+  if (!hs) return cuda_fail(CUDA_ERROR_INVALID_VALUE, "cuMemRetainAllocationHandle");
+  ncclResult_t r = ncclSuccess;
+  pthread_mutex_lock(&c->lk);
+  sym_space_init(c);
+  struct fn_symmem *m = NULL;
+  if (v < FN_SYM_NO_REUSE)
+    for (m = c->mems; m; m = m->next) {
+      if (v < 23000 ? m->h[0] == hs[0] /* 2.28, 2.29: by the allocation handle */
+                    : m->base == base && m->size == span && m->nseg == nseg &&
+                      !memcmp(m->h, hs, (size_t)nseg * sizeof *hs)) /* 2.30.3, 2.30.4: base, size, handles */
+        break;
+    }
+  if (m) {
+    m->refs++;
+    for (int i = 0; i < nseg; i++) cuMemRelease(hs[i]);
+    free(hs);
+  } else { /* ncclSpaceAlloc: first fit, the gap's lower end aligned up to the granularity */
+    size_t lo = 0, off = 0;
+    struct fn_symmem **pp = &c->mems;
+    for (;; pp = &(*pp)->next) {
+      off = (lo + c->big_align - 1) / c->big_align * c->big_align;
+      size_t hi = *pp ? (*pp)->off : c->big_size;
+      if (off <= hi && span <= hi - off) break;
+      if (!*pp) { pp = NULL; break; }
+      lo = (*pp)->off + (*pp)->size;
+    }
+    if (!pp) {
+      fn_set_error("Allocation failed. No suitable space found to accommodate size=0x%lx within limit=0x%lx",
+                   (long)span, (long)c->big_size);
+      fprintf(stderr, "fake-nccl %d WARN Allocation failed. No suitable space found to accommodate size=0x%lx "
+              "within limit=0x%lx\n", (int)getpid(), (long)span, (long)c->big_size);
+      for (int i = 0; i < nseg; i++) cuMemRelease(hs[i]);
+      free(hs);
+      r = ncclInternalError;
+    } else {
+      m = calloc(1, sizeof *m);
+      m->base = base; m->size = span; m->nseg = nseg; m->h = hs; m->off = off; m->refs = 1;
+      m->next = *pp;
+      *pp = m;
+    }
+  }
+  pthread_mutex_unlock(&c->lk);
+  *out = m;
+  return r;
+}
+
+/* a window's reference dropped: at the last, the place goes back (symMemoryDestroy, ncclSpaceFree) */
+static void sym_drop(struct ncclComm *c, struct fn_symmem *m)
+{
+  if (!m) return;
+  pthread_mutex_lock(&c->lk);
+  int last = --m->refs == 0;
+  if (last)
+    for (struct fn_symmem **pp = &c->mems; *pp; pp = &(*pp)->next)
+      if (*pp == m) { *pp = m->next; break; }
+  pthread_mutex_unlock(&c->lk);
+  if (!last) return;
+  for (int i = 0; i < m->nseg; i++) cuMemRelease(m->h[i]);
+  free(m->h);
+  free(m);
+}
 
 static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
 {
@@ -296,6 +456,13 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
   cr = cuMemAddressReserve(&a->va, a->va_size, 0, 0, 0);
   if (v >= 23007) cuThreadExchangeStreamCaptureMode(&m);
   if (cr != CUDA_SUCCESS) { a->va = 0; return cuda_fail(cr, "cuMemAddressReserve"); }
+  /* its allocation's place in the symmetric address space, before this rank joins the exchange (above) */
+  ncclResult_t sr = sym_obtain(c, a->buff, a->size, base, asz, &a->mem);
+  if (sr != ncclSuccess) {
+    cuMemAddressFree(a->va, a->va_size);
+    a->va = 0;
+    return sr;
+  }
   struct { size_t size; int flags, rank; } rec = {a->size, a->flags, c->rank};
   op->gen = c->xgen++;
   return fn_xpost(c, op->gen, &rec, sizeof rec); /* blocks nothing; complete waits, no timeout */
@@ -306,6 +473,7 @@ static void reg_finish(struct fn_op *op, ncclResult_t r)
   struct reg_arg *a = op->arg;
   if (r != ncclSuccess) {
     if (a->va) cuMemAddressFree(a->va, a->va_size);
+    sym_drop(op->comm, a->mem);
     return;
   }
   /* Fault injection, read at every call: FAKE_NCCL_REG_DELAY_MS=N holds this rank N ms after the
@@ -316,7 +484,7 @@ static void reg_finish(struct fn_op *op, ncclResult_t r)
   if (a->skip == 1) { if (a->win) *a->win = NULL; return; }
   struct ncclWindow_vidmem *w = calloc(1, sizeof *w);
   w->magic = 0x3172d0; w->comm = op->comm; w->buff = a->buff; w->size = a->size; w->flags = a->flags;
-  w->local_only = a->skip == 2; w->va = a->va; w->va_size = a->va_size; w->live = 1;
+  w->local_only = a->skip == 2; w->va = a->va; w->va_size = a->va_size; w->mem = a->mem; w->live = 1;
   fn_win_add(w);
   pthread_mutex_lock(&op->comm->lk);
   w->next = op->comm->wins;
@@ -390,6 +558,8 @@ ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
   win->live = 0; /* the object stays: window pointers are never reused */
   pthread_mutex_unlock(&comm->lk);
   if (win->va) cuMemAddressFree(win->va, win->va_size);
+  sym_drop(comm, win->mem);
+  win->mem = NULL;
 out:
   return LEAVE("ncclCommWindowDeregister", r, "comm=%p win=%p", (void *)comm, (void *)win);
 }

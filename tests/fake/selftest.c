@@ -130,6 +130,58 @@ static void mm_body(int rank)
 }
 static void *mm_thread(void *arg) { mm_body((int)(long)arg); return NULL; }
 
+/* Symmetric address space (README "Modelled behaviour"; nccl_reg.c): modes space (ranks as threads)
+ * and space_fork (processes), NRANKS HALVES WANT MIB TAIL. Each rank allocates MIB MiB (ncclMemAlloc;
+ * sparse in the fake: memfd, never touched) and registers 12 windows one at a time: the whole buffer,
+ * or (HALVES=1) its two halves alternately. WANT: windows before the first failure (12: none); that
+ * failure must be ncclInternalError with "No suitable space found to accommodate size=0x" TAIL in
+ * ncclGetLastError; then deregistering one window lets exactly one more fit, and no further one. */
+static int space_halves, space_want;
+static size_t space_alloc;
+static const char *space_tail = "";
+static void space_body(ncclComm_t comm, int rank)
+{
+  char *buf;
+  ncclWindow_t w[13] = {0};
+  NCHECK(ncclMemAlloc((void **)&buf, space_alloc), ncclSuccess);
+  size_t wsz = space_halves ? space_alloc / 2 : space_alloc;
+  int n = 0;
+  ncclResult_t r = ncclSuccess;
+  for (; n < 12; n++) {
+    char *p = buf + (space_halves && n % 2 ? wsz : 0);
+    if ((r = ncclCommWindowRegister(comm, p, wsz, &w[n], 0)) != ncclSuccess) break;
+    if (!w[n]) FAIL("rank %d: registration %d: NULL window", rank, n);
+    for (int i = 0; i < n; i++) if (w[i] == w[n]) FAIL("rank %d: window %d repeats window %d", rank, n, i);
+  }
+  printf("rank %d: %d windows, then %d (%s)\n", rank, n, (int)r, n < 12 ? ncclGetLastError(comm) : "-");
+  fflush(stdout);
+  if (n != space_want) FAIL("rank %d: %d windows, want %d", rank, n, space_want);
+  if (n < 12) {
+    char want[160];
+    snprintf(want, sizeof want, "No suitable space found to accommodate size=0x%s", space_tail);
+    if (r != ncclInternalError || !strstr(ncclGetLastError(comm), want))
+      FAIL("rank %d: failure %d (%s), want ncclInternalError and \"%s\"", rank, (int)r, ncclGetLastError(comm), want);
+    if (w[n]) FAIL("rank %d: window written by the failed registration", rank);
+    /* one deregistered: one more fits (in its place), the next does not */
+    NCHECK(ncclCommWindowDeregister(comm, w[0]), ncclSuccess);
+    NCHECK(ncclCommWindowRegister(comm, buf, wsz, &w[0], 0), ncclSuccess);
+    if (!w[0]) FAIL("rank %d: NULL window after a deregistration", rank);
+    NCHECK(ncclCommWindowRegister(comm, buf, wsz, &w[n], 0), ncclInternalError);
+  }
+  for (int i = 0; i < n; i++) NCHECK(ncclCommWindowDeregister(comm, w[i]), ncclSuccess);
+  NCHECK(ncclCommDestroy(comm), ncclSuccess);
+  NCHECK(ncclMemFree(buf), ncclSuccess);
+}
+static void *space_thread(void *arg)
+{
+  int rank = (int)(long)arg;
+  CCHECK(cudaSetDevice(rank));
+  ncclComm_t comm;
+  NCHECK(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
+  space_body(comm, rank);
+  return NULL;
+}
+
 static ncclComm_t one_rank(void)
 {
   ncclComm_t c;
@@ -300,6 +352,23 @@ int main(int argc, char **argv)
     NCHECK(ncclCommWindowRegister(c, &host, sizeof host, &w, 0), ncclInvalidArgument);
     NCHECK(ncclCommWindowRegister(c, buf + 4096, 4096, &w, 0), ncclSuccess);
     if (!w) FAIL("NULL window");
+  } else if (!strcmp(mode, "space") || !strcmp(mode, "space_fork")) {
+    if (argc < 7) FAIL("usage: %s NRANKS HALVES WANT MIB TAIL", mode);
+    space_halves = atoi(argv[3]);
+    space_want = atoi(argv[4]);
+    space_alloc = (size_t)atoi(argv[5]) << 20;
+    space_tail = argv[6];
+    if (!strcmp(mode, "space")) {
+      run_threads(space_thread);
+    } else {
+      for (int r = 0; r < nranks; r++)
+        if (fork() == 0) { space_thread((void *)(long)r); _exit(0); }
+      for (int r = 0; r < nranks; r++) {
+        int st;
+        wait(&st);
+        if (!WIFEXITED(st) || WEXITSTATUS(st)) FAIL("a child failed (status %d)", st);
+      }
+    }
   } else if (!strcmp(mode, "nosym")) { /* argv[2]: 1 = expect NULL window */
     ncclComm_t c = one_rank();
     void *buf;
