@@ -7,8 +7,11 @@
  * FAKE_NCCL_REG_DELAY_MS). The fakes' collective-matching checker (FAKE_NCCL_MISMATCH_FILE) sees every
  * collective of every schedule.
  *
- *   explore [-n RANKS] [--schedules K] [--seed S] [--timeout-ms T]
+ *   explore [-n RANKS] [--schedules K] [--seed S] [--timeout-ms T] [--fast]
  *     T: the NCCLGUARD_TIMEOUT the program sets for itself (default 600 ms); delays are drawn around it
+ *     --fast: only the faults that end without waiting for a timeout (none, a slow rank below T/2, a
+ *             cudaMalloc buffer, size 0, a NULL buffer, a group with a cudaMalloc buffer): thousands of
+ *             schedules in a minute
  * Prints one line per violation and "explore: RESULT schedules=K violations=V faults=<counts>";
  * exit 1 if any violation. */
 #define _GNU_SOURCE
@@ -33,11 +36,17 @@ struct shared {
   volatile int gen;
   ncclUniqueId id;
   volatile int violations;
-  volatile int arrived[4096];
+  volatile int arrived[20000];
 };
 static struct shared* sh;
 static int nranks = 2, schedules = 100, timeout_ms = 600;
 static unsigned seed = 1;
+static int fast;
+static const int fast_faults[] = {F_NONE, F_DELAY_SHORT, F_NOT_VMM, F_ZERO_SIZE, F_NULL_BUFF, F_GROUP_NOT_VMM};
+#define NFAST ((int)(sizeof fast_faults / sizeof fast_faults[0]))
+static uint64_t mix(uint64_t x);
+/* the fault of schedule k, alike on every rank */
+static int fault_of(uint64_t h) { return fast ? fast_faults[h % NFAST] : (int)(h % F_NFAULTS); }
 
 static uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -71,7 +80,7 @@ static int run_rank(int rank) {
   cudaMalloc((void**)&d, COUNT * sizeof(float));
   for (int k = 0; k < schedules; k++) {
     uint64_t h = mix(((uint64_t)seed << 32) ^ (uint64_t)k);
-    int f = (int)(h % F_NFAULTS), victim = (int)((h >> 16) % (uint64_t)nranks);
+    int f = fault_of(h), victim = (int)((h >> 16) % (uint64_t)nranks);
     int victim2 = (victim + 1 + (int)((h >> 24) % (uint64_t)(nranks - 1))) % nranks;
     int hit = rank == victim || (f == F_OOM_TWO && rank == victim2);
     barrier(k);
@@ -130,14 +139,19 @@ static int run_rank(int rank) {
 }
 
 int main(int argc, char** argv) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "-n")) nranks = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--schedules")) schedules = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--seed")) seed = (unsigned)strtoul(argv[i + 1], NULL, 0);
-    else if (!strcmp(argv[i], "--timeout-ms")) timeout_ms = atoi(argv[i + 1]);
+  for (int i = 1; i < argc; i++) {
+    const char* a = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--fast")) fast = 1;
+    else if (!v) return 2;
+    else if (!strcmp(a, "-n")) nranks = atoi(v), i++;
+    else if (!strcmp(a, "--schedules")) schedules = atoi(v), i++;
+    else if (!strcmp(a, "--seed")) seed = (unsigned)strtoul(v, NULL, 0), i++;
+    else if (!strcmp(a, "--timeout-ms")) timeout_ms = atoi(v), i++;
+    else return 2;
   }
-  if (nranks < 2 || nranks > 8 || schedules < 1 || schedules > 4000) {
-    fprintf(stderr, "explore: -n 2..8, --schedules 1..4000\n");
+  if (nranks < 2 || nranks > 8 || schedules < 1 || schedules > 20000) {
+    fprintf(stderr, "explore: -n 2..8, --schedules 1..20000\n");
     return 2;
   }
   sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -159,7 +173,7 @@ int main(int argc, char** argv) {
     }
   }
   int counts[F_NFAULTS] = {0};
-  for (int k = 0; k < schedules; k++) counts[mix(((uint64_t)seed << 32) ^ (uint64_t)k) % F_NFAULTS]++;
+  for (int k = 0; k < schedules; k++) counts[fault_of(mix(((uint64_t)seed << 32) ^ (uint64_t)k))]++;
   char cs[512] = "";
   size_t l = 0;
   for (int f = 0; f < F_NFAULTS; f++) {
