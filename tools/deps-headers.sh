@@ -34,7 +34,7 @@ for what in "$@"; do
   if [ -n "${NG_WHEEL_CACHE:-}" ]; then dl="$NG_WHEEL_CACHE/deps"
   else [ -n "$tmp" ] || tmp=$(mktemp -d "${TMPDIR:-/tmp}/ngdeps.XXXXXX") || exit 1; dl=$tmp; fi
   mkdir -p "$dl" "$dir" || exit 1
-  echo "$hdr: from PyPI ($pins), into $d"
+  echo "$hdr from PyPI: $pins"
   # a wheel already in the download folder is not asked for again
   need=""
   for p in $pins; do
