@@ -7,12 +7,28 @@ SAN ?=
 PREFIX ?= /usr/local
 CC ?= cc
 
-# NCCL's and CUDA's headers, for the tests only: the CUDA toolkit, /usr/include, or the nvidia-*
-# wheels of whatever python3 is on PATH (asked through python3, no fixed path).
+# NCCL's and CUDA's headers, for the fakes and test programs only, in this order: NCCL_INCLUDE and
+# CUDA_INCLUDE if given; the CUDA toolkit or the system (/usr/local/cuda/include, /usr/include,
+# /usr/local/include, the nvidia-* wheels of whatever python3 is on PATH, asked through python3);
+# else .deps/{nccl,cuda}/include, which `make deps` fills from pinned PyPI wheels when neither of
+# the others has them (tools/deps-headers.sh). Recursive variables: a sub-make sees a fresh .deps.
 PY_NVIDIA_INCLUDES := $(shell python3 -c 'import glob, os, nvidia; print(" ".join(sorted(d for p in nvidia.__path__ for d in glob.glob(os.path.join(p, "*", "include")))))' 2>/dev/null)
-NCCL_INCLUDE ?= $(firstword $(foreach d,/usr/local/cuda/include /usr/include /usr/local/include $(PY_NVIDIA_INCLUDES),$(if $(wildcard $(d)/nccl.h),$(d))))
+DEPS_DIR = .deps
+NG_SYS_INCLUDES = /usr/local/cuda/include /usr/include /usr/local/include $(PY_NVIDIA_INCLUDES)
+NCCL_INCLUDE ?= $(firstword $(foreach d,$(NG_SYS_INCLUDES) $(DEPS_DIR)/nccl/include,$(if $(wildcard $(d)/nccl.h),$(d))))
 # CUDA's headers (cuda.h): only the fakes and the consumer programs need them, never the library.
-CUDA_INCLUDE ?= $(firstword $(foreach d,/usr/local/cuda/include /usr/include $(PY_NVIDIA_INCLUDES),$(if $(wildcard $(d)/cuda.h),$(d))))
+CUDA_INCLUDE ?= $(firstword $(foreach d,$(NG_SYS_INCLUDES) $(DEPS_DIR)/cuda/include,$(if $(wildcard $(d)/cuda.h),$(d))))
+# Where they come from, in one line (make deps and make demo print it).
+ng_pin = $(firstword $(shell cat $(DEPS_DIR)/$(1)/wheels 2>/dev/null))
+ng_hdr_from = $(if $($(1)),from $($(1)),not found)$(if $(filter command environment,$(origin $(1))), ($(1)),$(if \
+  $(filter $(DEPS_DIR)/%,$($(1))), (PyPI $(call ng_pin,$(2)))))
+ng_hdr_both_deps = $(and $(filter $(DEPS_DIR)/%,$(NCCL_INCLUDE)),$(filter $(DEPS_DIR)/%,$(CUDA_INCLUDE)))
+ng_hdr_same = $(and $(NCCL_INCLUDE),$(filter $(NCCL_INCLUDE),$(CUDA_INCLUDE)))
+NG_HEADERS_LINE = headers: $(if $(ng_hdr_both_deps),nccl.h$(comma) cuda.h from $(DEPS_DIR) (PyPI $(call \
+  ng_pin,nccl)$(comma) $(call ng_pin,cuda)),$(if $(ng_hdr_same),nccl.h$(comma) cuda.h $(call \
+  ng_hdr_from,NCCL_INCLUDE),nccl.h $(call ng_hdr_from,NCCL_INCLUDE,nccl); cuda.h $(call \
+  ng_hdr_from,CUDA_INCLUDE,cuda)))
+comma := ,
 
 SANFLAGS_asan  = -fsanitize=address -fno-omit-frame-pointer
 SANFLAGS_ubsan = -fsanitize=undefined -fno-sanitize-recover=undefined
@@ -35,9 +51,11 @@ SHIM = $(BUILD)/libncclguard.so
 .PHONY: all testbins test test-quick demo deps install clean check-nccl-header lib
 all: $(SHIM) tools
 
+# The fakes and test programs need both headers; without them, one line saying how to get them.
 check-nccl-header:
-	@test -n "$(NCCL_INCLUDE)" || { echo "ncclguard: nccl.h not found (needed by the tests only); install the CUDA toolkit or nvidia-nccl, or set NCCL_INCLUDE=dir" >&2; exit 1; }
-
+	@test -n "$(NCCL_INCLUDE)" -a -n "$(CUDA_INCLUDE)" || { echo "ncclguard: $(if $(NCCL_INCLUDE),,nccl.h )$(if \
+	  $(NCCL_INCLUDE)$(CUDA_INCLUDE),,and )$(if $(CUDA_INCLUDE),,cuda.h )not found (needed by the tests and the demo only): run make deps (pinned PyPI" \
+	  "wheels into $(DEPS_DIR)/), install the CUDA toolkit, or set NCCL_INCLUDE=dir CUDA_INCLUDE=dir" >&2; exit 1; }
 # No NCCL or CUDA include directory: the library must not see nccl.h or cuda.h.
 $(BUILD)/shim/%.o: shim/%.c
 	@mkdir -p $(dir $@)
@@ -73,10 +91,11 @@ include tests/fuzz/fuzz.mk
 include tests/real/real.mk
 include tests/unit/unit.mk
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+$(FAKE_OUT): | check-nccl-header
 
-# Debian packages the build and the tests need (uthash-dev is the one build dependency beyond
-# the compiler and NCCL's header; valgrind, clang and python3 serve the tests; python3-venv,
-# python3-pip and patchelf (auditwheel) the Python package's test, tests/t_package.sh).
+# Debian packages the build and the tests need (uthash-dev is the one build dependency beyond the
+# compiler; valgrind, clang and python3 serve the tests; python3-venv, python3-pip and patchelf
+# (auditwheel) the Python package's test, tests/t_package.sh), then NCCL's and CUDA's headers.
 DEPS_PKGS = build-essential uthash-dev valgrind clang python3 python3-venv python3-pip patchelf
 deps:
 	@missing=""; for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -84,17 +103,31 @@ deps:
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	  echo "installing:$$missing"; $$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing >/dev/null; \
 	fi
-	@test -n "$(NCCL_INCLUDE)" || { echo "nccl.h not found: install the CUDA toolkit (or pip install nvidia-nccl-cu12 and set NCCL_INCLUDE)"; exit 1; }
+	@$(MAKE) -s --no-print-directory deps-headers
+# NCCL's and CUDA's headers, for the tests and the demo: the toolkit's or the system's where they
+# are, else pinned PyPI wheels into .deps/ (tools/deps-headers.sh; a second run downloads nothing).
+# A sub-make of its own, after the packages above (python3-pip), then one more to say what it found.
+.PHONY: deps-headers headers
+deps-headers:
+	@tools/deps-headers.sh $(DEPS_DIR) $(if $(filter-out $(DEPS_DIR)/%,$(NCCL_INCLUDE)),,nccl) $(if \
+	  $(filter-out $(DEPS_DIR)/%,$(CUDA_INCLUDE)),,cuda) </dev/null
+	@$(MAKE) -s --no-print-directory headers
+headers:
+	@echo "$(NG_HEADERS_LINE)"
 
 # The whole CPU suite, then again under AddressSanitizer and UndefinedBehaviorSanitizer.
-test:
+test: $(filter deps,$(MAKECMDGOALS))
 	tests/run -s plain,asan,ubsan
 
-test-quick:
+test-quick: $(filter deps,$(MAKECMDGOALS))
 	tests/run
 
-demo: all testbins
-	tools/demo.sh "$(BUILD)"
+# Quiet: the build in a sub-make (-s, so that it sees the headers a `make deps` of the same command
+# line fetched), then the demo, which writes its logs into $(BUILD)/demo-logs and ends with
+# ncclguard-report on them.
+demo: $(filter deps,$(MAKECMDGOALS))
+	@$(MAKE) -s --no-print-directory $(if $(filter deps,$(MAKECMDGOALS)),,headers) all testbins
+	@tools/demo.sh "$(BUILD)"
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
@@ -114,11 +147,14 @@ clean:
 # The targets, one line each.
 .PHONY: help
 help:
-	@echo 'make deps        install the Debian/Ubuntu packages the build and the tests need (apt-get)'
+	@echo 'make deps        the Debian/Ubuntu packages the build and the tests need (apt-get); without'
+	@echo '                 the CUDA toolkit, also nccl.h and cuda.h from pinned PyPI wheels, into .deps/'
+	@echo 'make headers     where the tests and the demo take nccl.h and cuda.h from, in one line'
 	@echo 'make             the library and the tools, into $(BUILD)/ (= make all)'
 	@echo 'make lib         the library alone, $(BUILD)/libncclguard.so'
 	@echo 'make tools       ncclguard-run, ncclguard-doctor, ncclguard-report, into $(BUILD)/'
-	@echo 'make demo        build, then run the demo against the fake NCCL (no GPU needed)'
+	@echo 'make demo        build, then run the demo against the fake NCCL (no GPU needed); its logs'
+	@echo '                 go to $(BUILD)/demo-logs, and it ends with ncclguard-report on them'
 	@echo 'make test        the whole CPU suite: plain, AddressSanitizer, UBSan (what CI runs)'
 	@echo 'make test-quick  the CPU suite once, plain (tests/run; -k NAME for one script)'
 	@echo 'make testbins    the fakes and test programs the suite runs'

@@ -167,14 +167,17 @@ check_venv() {
   # the demo (tools/demo.sh, make demo) through the installed ncclguard-run
   mkdir -p "$T/demo-$k"
   ln -sfn "$FAKE" "$T/demo-$k/fake"; ln -sfn "$PROGS" "$T/demo-$k/progs"; ln -sfn "$v/bin/ncclguard-run" "$T/demo-$k/ncclguard-run"
+  # (and its closing ncclguard-report, the console script, on the logs it wrote)
   clean PATH="$v/bin:$PATH" timeout -k 2 120 "$NG_ROOT/tools/demo.sh" "$T/demo-$k" >"$T/demo-$k.out" 2>&1
-  if has "$T/demo-$k.out" 'died with signal 11' \
+  rc=$?
+  if [ $rc = 0 ] && has "$T/demo-$k.out" 'died with signal 11' \
      && has "$T/demo-$k.out" 'NCCLGUARD WARN fn=ncclCommWindowRegister comm=0x0 .*reason=null_comm' \
      && has "$T/demo-$k.out" 'hang: killed by timeout' \
-     && [ "$(count "$T/demo-$k.out" 'decision=degrade reason=(peer_)?not_vmm')" = 2 ] \
+     && [ "$(count "$T/demo-$k.out" 'NCCLGUARD WARN fn=ncclCommWindowRegister decision=degrade reason=(peer_)?not_vmm')" = 2 ] \
+     && has "$T/demo-$k.out" '^ncclguard-report: 3 files, ' && has "$T/demo-$k.out" 'degraded \(all ranks\)' \
      && [ "$(count "$T/demo-$k.out" 'rank [01]/2: RESULT ok reg=ncclSuccess win=null ar=ok')" = 2 ]; then
     pass "demo-console-scripts-$k"
-  else fail "demo-console-scripts-$k" "$(tail -12 "$T/demo-$k.out")"; fi
+  else fail "demo-console-scripts-$k" "rc=$rc: $(tail -12 "$T/demo-$k.out")"; fi
 
   # the other two console scripts find the packaged files; a console script does not turn
   # ncclguard on in its own process (NCCLGUARD=1: no preload for the doctor, no configuration dump)
