@@ -62,7 +62,7 @@ t1=$(echo "$out" | sed -n 's/.*cycle=1 threads=\([0-9]*\).*/\1/p'); ts=$(echo "$
 # schedules of seed 1 (wrong data after a slow rank, *win left set) and 8 mismatches.
 ex() { # NAME ARGS...: explore with ncclguard; passes with 0 violations
   n=$1; shift
-  out=$(NCCLGUARD_LOG=off NG_TIMEOUT=400 fake_run "$PROGS/explore" "$@" 2>"$T/$n.err"); rc=$?
+  out=$(NCCLGUARD_LOG=off NG_TIMEOUT=900 fake_run "$PROGS/explore" "$@" 2>"$T/$n.err"); rc=$?
   r=$(echo "$out" | grep 'explore: RESULT' | sed 's/.*RESULT //')
   [ $rc = 0 ] && echo "$r" | grep -q 'violations=0' && pass "explore-$n ($(echo "$r" | cut -d' ' -f1-3))" \
     || fail "explore-$n" "rc=$rc $r $(echo "$out" | grep VIOLATION | head -3 | tr '\n' ' ')"
