@@ -501,200 +501,200 @@ static int solo(ncclComm_t comm) {
          !cv.stuck && cv.state != NG_COMM_REVOKED && ng_reg_comm_usable(comm);
 }
 
-ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
-  if (n <= 0) return ncclSuccess;
-  int all_solo = 1;
-  for (int i = 0; i < n && all_solo; i++) all_solo = solo(votes[i].comm);
-  if (all_solo) {
-    for (int i = 0; i < n; i++) votes[i].status = NG_AGREE_OK, votes[i].one_host = 1;
-    if (ng_log_on(NG_LOG_TRACE))
-      ng_log_msg(NG_LOG_TRACE, votes[0].dev, "agree", "%s round: not run (one rank: its own vote is the result)", what);
-    return ncclSuccess;
+/* ---- one round, as the steps of docs/DESIGN.md ("The agreement"): fill, launch, complete, check, finish.
+ * Each step runs on the round's state; a step that fails marks the groups it could not serve and leaves
+ * the later steps nothing to do but finish, which stops every communicator this rank leaves (the
+ * invariant: a rank leaves the sequence of rounds only with its communicator stopped). */
+struct round {
+  struct ng_vote* votes;
+  int n, ng;
+  const char* what;
+  struct grp* g; /* one per communicator */
+  int* gi;       /* votes[i] travels in g[gi[i]] */
+  double t0, t1, t2, deadline;
+  int relaxed, mode; /* this thread's capture mode, relaxed for the round */
+  ncclResult_t res;  /* the first failure of a step (CUDA or NCCL) */
+  int w;             /* wait_streams: 0 done, 1 some group timed out or was aborted, <0 a CUDA error */
+};
+
+/* The header of g's vector: round, batch size, host, cid, settings, each with its negation. */
+static void fill_header(struct grp* q) {
+  int32_t* h = q->res.host;
+  h[0] = q->round, h[1] = -q->round, h[2] = q->count, h[3] = -q->count;
+  pthread_once(&host_once, host_init);
+  struct ng_commview cv;
+  ng_reg_comm_get(q->comm, &cv);
+  for (int k = 0; k < 4; k++) {
+    h[4 + k] = (int32_t)((host_id >> (16 * k)) & 0xffff);
+    h[8 + k] = -h[4 + k];
+    h[12 + k] = (int32_t)((cv.cid >> (16 * k)) & 0xffff);
+    h[16 + k] = -h[12 + k];
   }
-  for (int i = 0; i < n; i++) votes[i].status = NG_AGREE_FAILED;
-  if (!ng_cuda_ok()) return ncclInvalidUsage;
-  struct grp* g = calloc((size_t)n, sizeof *g);
-  int* gi = calloc((size_t)n, sizeof *gi);
-  if (!g || !gi) {
-    free(g), free(gi);
-    return ncclSystemError;
-  }
-  int ng = 0;
-  for (int i = 0; i < n; i++) {
-    int j = 0;
-    while (j < ng && g[j].comm != votes[i].comm) j++;
-    if (j == ng) g[ng++] = (struct grp){.comm = votes[i].comm, .dev = votes[i].dev, .status = NG_AGREE_OK};
-    gi[i] = j;
-    g[j].count++;
-  }
-  double t0 = ng_now_us(), deadline = t0 + ng_cfg.timeout_s * 1e6;
-  /* Our stream is not captured; relaxed mode lets this thread allocate and enqueue while another
-   * stream captures (in global mode even cuMemAlloc would fail and invalidate that capture). */
-  int mode, relaxed = ng_cuda_relaxed_capture(&mode) == 0;
-  ncclResult_t res = ncclSuccess;
-  /* 1. resources, round numbers, the vectors copied to the device */
-  for (int j = 0; j < ng && res == ncclSuccess; j++) {
-    struct grp* q = &g[j];
+  int32_t set[NG_NSET];
+  settings(set);
+  for (int k = 0; k < NG_NSET; k++) h[NG_HDR_IDS + 2 * k] = set[k], h[NG_HDR_IDS + 2 * k + 1] = -set[k];
+}
+
+/* 1. fill: resources, round numbers, the vectors copied to the device */
+static void round_fill(struct round* R) {
+  for (int j = 0; j < R->ng && R->res == ncclSuccess; j++) {
+    struct grp* q = &R->g[j];
     if (!ng_reg_comm_usable(q->comm)) {
       q->status = NG_AGREE_ABORTED;
-      res = ncclInvalidUsage;
-      break;
+      R->res = ncclInvalidUsage;
+      return;
     }
     int a = ng_reg_res_acquire(q->comm, &q->res);
     q->held = a >= 0;
     q->len = NG_HDR + (size_t)q->count * NG_NVOTE;
     if (a < 0 || ensure(q)) {
       ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: cannot set up the agreement buffer for communicator %p%s: "
-                 "this rank cannot take part in a round its peers run, so the communicator is given up", what,
+                 "this rank cannot take part in a round its peers run, so the communicator is given up", R->what,
                  (void*)q->comm, a < 0 ? " (another thread runs a round on it)" : " (device or host out of memory?)");
-      res = ncclUnhandledCudaError;
-      break;
+      R->res = ncclUnhandledCudaError;
+      return;
     }
     q->round = ng_reg_comm_next(q->comm, NG_NEXT_ROUND);
-    int32_t* h = q->res.host;
-    h[0] = q->round, h[1] = -q->round, h[2] = q->count, h[3] = -q->count;
-    pthread_once(&host_once, host_init);
-    struct ng_commview cv;
-    ng_reg_comm_get(q->comm, &cv);
-    for (int k = 0; k < 4; k++) {
-      h[4 + k] = (int32_t)((host_id >> (16 * k)) & 0xffff);
-      h[8 + k] = -h[4 + k];
-      h[12 + k] = (int32_t)((cv.cid >> (16 * k)) & 0xffff);
-      h[16 + k] = -h[12 + k];
-    }
-    int32_t set[NG_NSET];
-    settings(set);
-    for (int k = 0; k < NG_NSET; k++) h[NG_HDR_IDS + 2 * k] = set[k], h[NG_HDR_IDS + 2 * k + 1] = -set[k];
-    for (int i = 0, k = 0; i < n; i++)
-      if (gi[i] == j) memcpy(h + NG_HDR + (size_t)(k++) * NG_NVOTE, votes[i].v, sizeof votes[i].v);
+    fill_header(q);
+    for (int i = 0, k = 0; i < R->n; i++)
+      if (R->gi[i] == j) memcpy(q->res.host + NG_HDR + (size_t)(k++) * NG_NVOTE, R->votes[i].v, sizeof R->votes[i].v);
     ng_ctx saved;
-    if (ng_cuda_push(q->dev, &saved) || ng_cuda_h2d(q->res.buf, h, q->len * sizeof(int32_t), q->res.s))
-      res = ncclUnhandledCudaError;
+    if (ng_cuda_push(q->dev, &saved) || ng_cuda_h2d(q->res.buf, q->res.host, q->len * sizeof(int32_t), q->res.s))
+      R->res = ncclUnhandledCudaError;
     ng_cuda_pop(saved);
     q->queued = 1;
   }
-  double t1 = ng_now_us();
-  /* 2. the all-reduces, one NCCL group. On a blocking communicator the group end of its first
-   * collective sets up connections and waits on the host for the peers (no timeout in NCCL): the
-   * watchdog bounds it. Once it returns the peers were there: the kernels get a full timeout. */
-  int abandoned = 0;
-  if (res == ncclSuccess) {
-    ncclResult_t r = ncclSuccess, e = ncclSuccess;
-    struct watch* wds = calloc(ng > 0 ? (size_t)ng : 1, sizeof *wds);
-    for (int j = 0; wds && j < ng; j++) ng_watch_arm(&wds[j], g[j].comm, g[j].dev, deadline);
-    abandoned = launch(g, ng, deadline, &r, &e, what);
-    int fired = 0;
-    for (int j = 0; wds && j < ng; j++)
-      if (ng_watch_disarm(&wds[j])) g[j].status = NG_AGREE_TIMEOUT, fired = 1;
-    free(wds);
-    res = r != ncclSuccess ? r : e;
-    if (fired || abandoned) res = ncclSystemError;
-    if (abandoned)
-      for (int j = 0; j < ng; j++) g[j].status = NG_AGREE_TIMEOUT;
-    else if (ng_now_us() > deadline - ng_cfg.timeout_s * 1e6 / 2) deadline = ng_now_us() + ng_cfg.timeout_s * 1e6;
-    if (res == ncclInProgress || res == ncclSuccess) /* nonblocking communicators: wait for the enqueue */
-      for (int j = 0; j < ng && (res == ncclInProgress || res == ncclSuccess); j++)
-        res = ng_wait_ready_until(g[j].comm, g[j].dev, deadline);
-    if (res == ncclSystemError)
-      for (int j = 0; j < ng; j++) g[j].status = NG_AGREE_TIMEOUT;
-  }
-  /* 3. completion, then the reduced vectors back to the host: with pinned staging the copy back is
-   * queued behind the all-reduce at once (one wait); a pageable one waits for the all-reduce first
-   * (a copy to pageable memory would wait on the host, unbounded) */
-  double t2 = ng_now_us();
-  int all_pinned = 1;
-  for (int j = 0; j < ng; j++) all_pinned &= g[j].res.pinned;
-  int w = 0, copied = 0;
-  if (res == ncclSuccess && all_pinned) {
-    res = copy_back(g, ng);
+}
+
+/* 2. launch: the all-reduces, one NCCL group. On a blocking communicator the group end of its first
+ * collective sets up connections and waits on the host for the peers (no timeout in NCCL): the
+ * watchdog bounds it. Once it returns the peers were there: the kernels get a full timeout. */
+static void round_launch(struct round* R) {
+  if (R->res != ncclSuccess) return;
+  ncclResult_t r = ncclSuccess, e = ncclSuccess;
+  struct watch* wds = calloc(R->ng > 0 ? (size_t)R->ng : 1, sizeof *wds);
+  for (int j = 0; wds && j < R->ng; j++) ng_watch_arm(&wds[j], R->g[j].comm, R->g[j].dev, R->deadline);
+  int abandoned = launch(R->g, R->ng, R->deadline, &r, &e, R->what);
+  int fired = 0;
+  for (int j = 0; wds && j < R->ng; j++)
+    if (ng_watch_disarm(&wds[j])) R->g[j].status = NG_AGREE_TIMEOUT, fired = 1;
+  free(wds);
+  R->res = r != ncclSuccess ? r : e;
+  if (fired || abandoned) R->res = ncclSystemError;
+  if (abandoned)
+    for (int j = 0; j < R->ng; j++) R->g[j].status = NG_AGREE_TIMEOUT;
+  else if (ng_now_us() > R->deadline - ng_cfg.timeout_s * 1e6 / 2) R->deadline = ng_now_us() + ng_cfg.timeout_s * 1e6;
+  if (R->res == ncclInProgress || R->res == ncclSuccess) /* nonblocking communicators: wait for the enqueue */
+    for (int j = 0; j < R->ng && (R->res == ncclInProgress || R->res == ncclSuccess); j++)
+      R->res = ng_wait_ready_until(R->g[j].comm, R->g[j].dev, R->deadline);
+  if (R->res == ncclSystemError)
+    for (int j = 0; j < R->ng; j++) R->g[j].status = NG_AGREE_TIMEOUT;
+}
+
+/* 3. complete: the reduced vectors back to the host. With pinned staging the copy back is queued
+ * behind the all-reduce at once (one wait); a pageable one waits for the all-reduce first (a copy to
+ * pageable memory would wait on the host, unbounded). A kernel stopped by an abort or revoke (another
+ * thread's) completes without having reduced anything: a round whose communicator went meanwhile is
+ * not a result. */
+static void round_complete(struct round* R) {
+  int all_pinned = 1, copied = 0;
+  for (int j = 0; j < R->ng; j++) all_pinned &= R->g[j].res.pinned;
+  if (R->res == ncclSuccess && all_pinned) {
+    R->res = copy_back(R->g, R->ng);
     copied = 1;
   }
-  if (res == ncclSuccess) w = wait_streams(g, ng, deadline);
-  if (res == ncclSuccess && w == 0 && !copied) {
-    res = copy_back(g, ng);
-    if (res == ncclSuccess) w = wait_streams(g, ng, deadline);
+  if (R->res == ncclSuccess) R->w = wait_streams(R->g, R->ng, R->deadline);
+  if (R->res == ncclSuccess && R->w == 0 && !copied) {
+    R->res = copy_back(R->g, R->ng);
+    if (R->res == ncclSuccess) R->w = wait_streams(R->g, R->ng, R->deadline);
   }
-  if (relaxed) ng_cuda_restore_capture(mode);
-  if (w < 0) res = ncclUnhandledCudaError;
-  if (ng_log_on(NG_LOG_TRACE))
-    ng_log_msg(NG_LOG_TRACE, g[0].dev, "agree", "%s round: set-up %.1f us, enqueue %.1f us, completion %.1f us", what,
-               t1 - t0, t2 - t1, ng_now_us() - t2);
-  /* A kernel stopped by an abort or revoke (another thread's) completes without having reduced
-   * anything: a round whose communicator went meanwhile is not a result. */
-  for (int j = 0; j < ng; j++) {
+  if (R->w < 0) R->res = ncclUnhandledCudaError;
+  for (int j = 0; j < R->ng; j++) {
     struct ng_commview now;
-    ng_reg_comm_get(g[j].comm, &now);
-    if (g[j].status == NG_AGREE_OK && (!ng_reg_comm_usable(g[j].comm) || now.state == NG_COMM_REVOKED)) {
-      g[j].status = NG_AGREE_ABORTED;
-      if (w == 0) w = 1;
+    ng_reg_comm_get(R->g[j].comm, &now);
+    if (R->g[j].status == NG_AGREE_OK && (!ng_reg_comm_usable(R->g[j].comm) || now.state == NG_COMM_REVOKED)) {
+      R->g[j].status = NG_AGREE_ABORTED;
+      if (R->w == 0) R->w = 1;
     }
   }
-  /* 4. in step? then the votes back to the caller */
-  if (res == ncclSuccess && w == 0) {
-    for (int j = 0; j < ng; j++) {
-      const int32_t* h = g[j].res.host;
-      if (h[0] != g[j].round || -h[1] != g[j].round || h[2] != g[j].count || -h[3] != g[j].count) {
-        g[j].status = NG_AGREE_STEP;
-        ng_log_msg(NG_LOG_WARN, g[j].dev, "agree",
-                   "%s: ranks out of step on communicator %p: this rank ran round %d with %d registration(s), "
-                   "the ranks ran rounds %d..%d with %d..%d", what, (void*)g[j].comm, (int)g[j].round, g[j].count,
-                   (int)-h[1], (int)h[0], (int)-h[3], (int)h[2]);
-      }
-    }
-    for (int j = 0; j < ng; j++) { /* the same decision-shaping settings on every rank */
-      const int32_t* h = g[j].res.host;
-      if (g[j].status != NG_AGREE_OK) continue;
-      char diff[512] = "";
-      size_t dl = 0;
-      for (int k = 0; k < NG_NSET; k++) {
-        int32_t hi = h[NG_HDR_IDS + 2 * k], lo = -h[NG_HDR_IDS + 2 * k + 1];
-        if (hi == lo) continue;
-        g[j].status = NG_AGREE_SETTINGS;
-        int w = snprintf(diff + dl, sizeof diff - dl, "%s%s (values %d..%d)", dl ? ", " : "", set_names[k], (int)lo,
-                         (int)hi);
-        if (w > 0 && (size_t)w < sizeof diff - dl) dl += (size_t)w;
-      }
-      if (g[j].status == NG_AGREE_SETTINGS)
-        ng_log_msg(NG_LOG_WARN, g[j].dev, "agree", "%s: the ranks of communicator %p run with different settings: %s. "
-                   "Every rank refuses this registration; %s", what, (void*)g[j].comm, diff,
-                   ng_reason_advice(NG_R_SETTINGS_MISMATCH));
-    }
-    for (int j = 0; j < ng; j++) { /* one name for the communicator on every rank */
-      const int32_t* h = g[j].res.host;
-      if (g[j].status != NG_AGREE_OK) continue;
-      int same = 1;
-      uint64_t cid = 0;
-      for (int k = 0; k < 4; k++) same &= h[12 + k] == -h[16 + k], cid |= (uint64_t)(uint16_t)h[12 + k] << (16 * k);
-      struct ng_commview cv;
-      ng_reg_comm_get(g[j].comm, &cv);
-      if (!same && cid != cv.cid) {
-        ng_log_msg(NG_LOG_INFO, g[j].dev, "agree", "communicator %p: its ranks named it differently; cid %016llx "
-                   "from now on (was %016llx here)", (void*)g[j].comm, (unsigned long long)cid,
-                   (unsigned long long)cv.cid);
-        ng_reg_comm_set_cid(g[j].comm, cid);
-      }
-    }
-    for (int j = 0; j < ng; j++) g[j].count = 0; /* reused as the position within the group */
-    for (int i = 0; i < n; i++) {
-      struct grp* q = &g[gi[i]];
-      int idx = q->count++;
-      votes[i].status = q->status;
-      votes[i].one_host = 1;
-      for (int k = 0; k < 4; k++) votes[i].one_host &= q->res.host[4 + k] == -q->res.host[8 + k];
-      if (q->status == NG_AGREE_OK) memcpy(votes[i].v, q->res.host + NG_HDR + (size_t)idx * NG_NVOTE, sizeof votes[i].v);
-    }
-  } else {
-    for (int i = 0; i < n; i++) {
-      int s = g[gi[i]].status;
-      votes[i].status = s == NG_AGREE_OK ? NG_AGREE_FAILED : s;
-    }
+}
+
+/* 4. check: in step (round and batch), the same settings, one name for the communicator; then the
+ * reduced votes back to the caller */
+static void check_in_step(struct round* R, struct grp* q) {
+  const int32_t* h = q->res.host;
+  if (h[0] == q->round && -h[1] == q->round && h[2] == q->count && -h[3] == q->count) return;
+  q->status = NG_AGREE_STEP;
+  ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: ranks out of step on communicator %p: this rank ran round %d with "
+             "%d registration(s), the ranks ran rounds %d..%d with %d..%d", R->what, (void*)q->comm, (int)q->round,
+             q->count, (int)-h[1], (int)h[0], (int)-h[3], (int)h[2]);
+}
+
+static void check_settings(struct round* R, struct grp* q) {
+  const int32_t* h = q->res.host;
+  char diff[512] = "";
+  size_t dl = 0;
+  for (int k = 0; k < NG_NSET; k++) {
+    int32_t hi = h[NG_HDR_IDS + 2 * k], lo = -h[NG_HDR_IDS + 2 * k + 1];
+    if (hi == lo) continue;
+    q->status = NG_AGREE_SETTINGS;
+    int m = snprintf(diff + dl, sizeof diff - dl, "%s%s (values %d..%d)", dl ? ", " : "", set_names[k], (int)lo,
+                     (int)hi);
+    if (m > 0 && (size_t)m < sizeof diff - dl) dl += (size_t)m;
   }
-  /* 5. a failed round leaves its communicator broken; resources go back (busy ones stay owned) */
+  if (q->status == NG_AGREE_SETTINGS)
+    ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: the ranks of communicator %p run with different settings: %s. Every "
+               "rank refuses this registration; %s", R->what, (void*)q->comm, diff,
+               ng_reason_advice(NG_R_SETTINGS_MISMATCH));
+}
+
+static void check_cid(struct grp* q) {
+  const int32_t* h = q->res.host;
+  int same = 1;
+  uint64_t cid = 0;
+  for (int k = 0; k < 4; k++) same &= h[12 + k] == -h[16 + k], cid |= (uint64_t)(uint16_t)h[12 + k] << (16 * k);
+  struct ng_commview cv;
+  ng_reg_comm_get(q->comm, &cv);
+  if (same || cid == cv.cid) return;
+  ng_log_msg(NG_LOG_INFO, q->dev, "agree", "communicator %p: its ranks named it differently; cid %016llx from now on "
+             "(was %016llx here)", (void*)q->comm, (unsigned long long)cid, (unsigned long long)cv.cid);
+  ng_reg_comm_set_cid(q->comm, cid);
+}
+
+static void round_check(struct round* R) {
+  if (R->res != ncclSuccess || R->w != 0) {
+    for (int i = 0; i < R->n; i++) {
+      int s = R->g[R->gi[i]].status;
+      R->votes[i].status = s == NG_AGREE_OK ? NG_AGREE_FAILED : s;
+    }
+    return;
+  }
+  for (int j = 0; j < R->ng; j++) {
+    struct grp* q = &R->g[j];
+    check_in_step(R, q);
+    if (q->status == NG_AGREE_OK) check_settings(R, q);
+    if (q->status == NG_AGREE_OK) check_cid(q);
+  }
+  for (int j = 0; j < R->ng; j++) R->g[j].count = 0; /* reused as the position within the group */
+  for (int i = 0; i < R->n; i++) {
+    struct grp* q = &R->g[R->gi[i]];
+    int idx = q->count++;
+    R->votes[i].status = q->status;
+    R->votes[i].one_host = 1;
+    for (int k = 0; k < 4; k++) R->votes[i].one_host &= q->res.host[4 + k] == -q->res.host[8 + k];
+    if (q->status == NG_AGREE_OK)
+      memcpy(R->votes[i].v, q->res.host + NG_HDR + (size_t)idx * NG_NVOTE, sizeof R->votes[i].v);
+  }
+}
+
+/* 5. finish: a failed round stops its communicator (broken for ncclguard, revoked where NCCL can);
+ * settings that differ are a refusal on every rank; resources go back (busy ones stay owned). */
+static ncclResult_t round_finish(struct round* R) {
   ncclResult_t ret = ncclSuccess;
-  for (int j = 0; j < ng; j++) {
-    struct grp* q = &g[j];
+  for (int j = 0; j < R->ng; j++) {
+    struct grp* q = &R->g[j];
     int st = q->status;
-    if (st == NG_AGREE_OK && !(res == ncclSuccess && w == 0)) st = NG_AGREE_FAILED;
+    if (st == NG_AGREE_OK && !(R->res == ncclSuccess && R->w == 0)) st = NG_AGREE_FAILED;
     if (st == NG_AGREE_SETTINGS) { /* the round itself completed in step: the ranks refuse alike */
       if (ret == ncclSuccess) ret = ncclInvalidUsage;
     } else if (st != NG_AGREE_OK) {
@@ -707,30 +707,74 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
       if (st != NG_AGREE_ABORTED && !ng_can_revoke() && !q->queued)
         ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: this rank could not run the agreement round on communicator %p "
                    "that its peers run, and the loaded NCCL cannot revoke (before 2.28.7): abort this communicator "
-                   "on every rank (ncclCommAbort) before any other collective on it", what, (void*)q->comm);
+                   "on every rank (ncclCommAbort) before any other collective on it", R->what, (void*)q->comm);
       if (st == NG_AGREE_TIMEOUT)
         ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: the agreement all-reduce on communicator %p did not complete "
-                   "within NCCLGUARD_TIMEOUT=%gs: %s", what, (void*)q->comm, ng_cfg.timeout_s,
+                   "within NCCLGUARD_TIMEOUT=%gs: %s", R->what, (void*)q->comm, ng_cfg.timeout_s,
                    ng_reason_advice(NG_R_TIMEOUT));
       else if (st == NG_AGREE_FAILED)
         ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: the agreement all-reduce on communicator %p failed: %s %s",
-                   what, (void*)q->comm, ng_result_name(res),
+                   R->what, (void*)q->comm, ng_result_name(R->res),
                    ng_reg_comm_usable(q->comm) ? ng_last_error(q->comm) : "");
       else if (st == NG_AGREE_ABORTED)
         ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: communicator %p was aborted or destroyed during the round",
-                   what, (void*)q->comm);
+                   R->what, (void*)q->comm);
       if (ret == ncclSuccess)
         ret = st == NG_AGREE_TIMEOUT ? ncclSystemError : st == NG_AGREE_ABORTED ? ncclInvalidUsage
-              : st == NG_AGREE_STEP  ? ncclInvalidUsage : (res != ncclSuccess ? res : ncclUnhandledCudaError);
+              : st == NG_AGREE_STEP  ? ncclInvalidUsage : (R->res != ncclSuccess ? R->res : ncclUnhandledCudaError);
     }
     /* (an abandoned launch's resources went to its job: released when that launch returns) */
     if (q->held) ng_reg_res_release(q->comm, &q->res);
   }
+  return ret;
+}
+
+ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
+  if (n <= 0) return ncclSuccess;
+  int all_solo = 1;
+  for (int i = 0; i < n && all_solo; i++) all_solo = solo(votes[i].comm);
+  if (all_solo) {
+    for (int i = 0; i < n; i++) votes[i].status = NG_AGREE_OK, votes[i].one_host = 1;
+    if (ng_log_on(NG_LOG_TRACE))
+      ng_log_msg(NG_LOG_TRACE, votes[0].dev, "agree", "%s round: not run (one rank: its own vote is the result)", what);
+    return ncclSuccess;
+  }
+  for (int i = 0; i < n; i++) votes[i].status = NG_AGREE_FAILED;
+  if (!ng_cuda_ok()) return ncclInvalidUsage;
+  struct round R = {.votes = votes, .n = n, .what = what, .res = ncclSuccess};
+  R.g = calloc((size_t)n, sizeof *R.g);
+  R.gi = calloc((size_t)n, sizeof *R.gi);
+  if (!R.g || !R.gi) {
+    free(R.g), free(R.gi);
+    return ncclSystemError;
+  }
+  for (int i = 0; i < n; i++) { /* one group per communicator */
+    int j = 0;
+    while (j < R.ng && R.g[j].comm != votes[i].comm) j++;
+    if (j == R.ng) R.g[R.ng++] = (struct grp){.comm = votes[i].comm, .dev = votes[i].dev, .status = NG_AGREE_OK};
+    R.gi[i] = j;
+    R.g[j].count++;
+  }
+  R.t0 = ng_now_us(), R.deadline = R.t0 + ng_cfg.timeout_s * 1e6;
+  /* Our stream is not captured; relaxed mode lets this thread allocate and enqueue while another
+   * stream captures (in global mode even cuMemAlloc would fail and invalidate that capture). */
+  R.relaxed = ng_cuda_relaxed_capture(&R.mode) == 0;
+  round_fill(&R);
+  R.t1 = ng_now_us();
+  round_launch(&R);
+  R.t2 = ng_now_us();
+  round_complete(&R);
+  if (R.relaxed) ng_cuda_restore_capture(R.mode);
+  if (ng_log_on(NG_LOG_TRACE))
+    ng_log_msg(NG_LOG_TRACE, R.g[0].dev, "agree", "%s round: set-up %.1f us, enqueue %.1f us, completion %.1f us", what,
+               R.t1 - R.t0, R.t2 - R.t1, ng_now_us() - R.t2);
+  round_check(&R);
+  ncclResult_t ret = round_finish(&R);
   if (ret == ncclSuccess) ng_stat_add(NG_ST_AGREE, n);
   else
-    ng_log_msg(NG_LOG_INFO, g[0].dev, "agree", "%s round: %s after %.0f us", what, status_name(votes[0].status),
-               ng_now_us() - t0);
-  free(g);
-  free(gi);
+    ng_log_msg(NG_LOG_INFO, R.g[0].dev, "agree", "%s round: %s after %.0f us", what, status_name(votes[0].status),
+               ng_now_us() - R.t0);
+  free(R.g);
+  free(R.gi);
   return ret;
 }
