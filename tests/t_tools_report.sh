@@ -113,3 +113,45 @@ for f in text json; do
   else fail "report-trace-html-4096-ranks-$f" "rc=$rc ${ms} ms: $out | $out2"; fi
   rm -rf "$T/big-$f" "$T/big.trace"
 done
+
+# ---------------------------------------------------------------- the 4,096-rank grid as a browser shows it
+# Headless Chromium at 1400x900 px, a screenshot: the rank that never reaches seq 37 is a column of the
+# missing colour (#212121) over the 13 rows it misses (not averaged away by a down-scaled canvas), and
+# the divergent bar left of those rows is several pixels wide (not a hairline); hovering that column
+# names its ranks, rank 1234 and "missing". Chromium from Debian's chromium package (not in make deps:
+# the case skips without it).
+CHROME=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+if [ -z "$CHROME" ]; then
+  echo "# skip report-html-4096-screenshot: no chromium (Debian/Ubuntu: apt-get install chromium)"
+else
+  sh "$NG_ROOT/tests/data/gen_logs.sh" "$T/big" 4096 50 text
+  "$REP" --html "$T/grid.html" "$T/big" >/dev/null 2>&1
+  rm -rf "$T/big"
+  shot() { # shot URL [chromium options]: headless, its own profile, 1400x900
+    u=$1; shift
+    HOME="$T" timeout -k 5 120 "$CHROME" --headless --disable-gpu --no-sandbox --hide-scrollbars --user-data-dir="$T/chrome" \
+      --window-size=1400,900 "$@" "$u" 2>>"$T/chrome.log"
+  }
+  shot "file://$T/grid.html" --screenshot="$T/grid.png" >/dev/null
+  out=$("$PY" "$H/png_columns.py" "$T/grid.png" 212121 d500f9 2>&1)
+  miss=$(echo "$out" | sed -n 's/^212121 best=[0-9]*:\([0-9]*\) .*/\1/p')
+  bar=$(echo "$out" | sed -n 's/^d500f9 .* wide=\([0-9]*\)$/\1/p')
+  # the hover: a copy of the page with a script that moves the mouse over the first missing-coloured pixel
+  cp "$T/grid.html" "$T/hover.html"
+  cat >>"$T/hover.html" <<'JS'
+<script>
+(function(){var cv=document.querySelector('canvas'),p=cv.getContext('2d').getImageData(0,0,cv.width,cv.height).data,res='none';
+for(var i=0;i<p.length;i+=4)if(p[i]===33&&p[i+1]===33&&p[i+2]===33){var cx=(i/4)%cv.width,cy=Math.floor(i/4/cv.width),b=cv.getBoundingClientRect();
+cv.dispatchEvent(new MouseEvent('mousemove',{clientX:b.left+cv.clientLeft+cx+0.5,clientY:b.top+cv.clientTop+cy+0.5,bubbles:true}));
+res=document.getElementById('tip').textContent;break;}
+var e=document.createElement('pre');e.id='hovertest';e.textContent=res;document.body.appendChild(e);})();
+</script>
+JS
+  tipt=$(shot "file://$T/hover.html" --dump-dom | sed -n 's/.*<pre id="hovertest">\([^<]*\)<.*/\1/p')
+  if [ ! -s "$T/grid.png" ]; then  # a chromium that cannot run here (a snap wrapper, no display libraries)
+    echo "# skip report-html-4096-screenshot: $CHROME wrote no screenshot: $(tail -1 "$T/chrome.log")"
+  elif [ -f "$T/grid.png" ] && [ "${miss:-0}" -ge 60 ] && [ "${bar:-0}" -ge 6 ] \
+     && echo "$tipt" | grep -Eq '^ranks? [0-9-]+ +seq 3[7-9]|^ranks? [0-9-]+ +seq 4[0-9]' && echo "$tipt" | grep -q 'missing (rank 1234)'; then
+    pass "report-html-4096-screenshot (missing column ${miss} px high, divergent bar ${bar} px wide; hover: $tipt)"
+  else fail report-html-4096-screenshot "missing column ${miss:-?} px (want >= 60), divergent bar ${bar:-?} px (want >= 6), hover '$tipt': $out $(tail -2 "$T/chrome.log" | tr '\n' '|')"; fi
+fi

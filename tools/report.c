@@ -1190,33 +1190,55 @@ static const char *html_head =
     "<style>\nbody{font:14px/1.4 system-ui,sans-serif;margin:1.2em;color:#222}h1{font-size:1.3em}h2{font-size:1.05em;margin-top:1.6em}\n"
     ".legend span{display:inline-block;margin-right:1.2em}.sw{display:inline-block;width:1em;height:1em;vertical-align:-0.15em;margin-right:.3em;border:1px solid #888}\n"
     ".grid{display:flex;align-items:flex-start}.rows{font:11px monospace;text-align:right;padding-right:4px}\n"
-    "canvas{image-rendering:pixelated;border:1px solid #bbb;max-width:calc(100vw - 12em)}#tip{position:fixed;background:#fff;border:1px solid #888;"
+    "canvas{image-rendering:pixelated;border:1px solid #bbb}#tip{position:fixed;background:#fff;border:1px solid #888;"
     "padding:2px 6px;font:12px monospace;pointer-events:none;display:none}.div{color:#d500f9;font-weight:bold}pre{white-space:pre-wrap}\n"
     "</style></head><body>\n";
 
+/* The grid is drawn at the page's width, never scaled by the browser (scaling averages one odd column
+ * away): with more ranks than pixel columns, each column is a block of B consecutive ranks coloured by
+ * the WORST outcome among them (sev: missing > stuck > error > degrade > pass > register), at least 3
+ * px wide, so one bad rank among thousands stays a full-colour column; the tooltip names the block's
+ * ranks, its worst outcome and which ranks had it. Redrawn when the window is resized. */
 static const char *html_script =
     "<div id=\"tip\"></div>\n<script>\n(function(){\n"
     "var d=JSON.parse(document.getElementById('ncclguard-grid').textContent),tip=document.getElementById('tip');\n"
-    "var col={},name={};Object.keys(d.codes).forEach(function(k){col[k]=d.codes[k].color;name[k]=d.codes[k].decision;});\n"
-    "var out=document.getElementById('grids');\n"
-    "d.comms.forEach(function(c){\n"
-    " var n=c.ranks,W=c.windows.length,cw=Math.max(1,Math.min(24,Math.floor(1400/Math.max(n,1)))),ch=W>200?3:(W>60?6:14),G=8;\n"
-    " var h=document.createElement('h2');h.textContent='comm '+c.cid+' \\u2014 '+n+' ranks x '+W+' registrations, '+c.divergent+' divergent';out.appendChild(h);\n"
-    " var cv=document.createElement('canvas');cv.width=G+n*cw;cv.height=Math.max(1,W*ch);out.appendChild(cv);\n"
-    " var x=cv.getContext('2d');\n"
-    " c.windows.forEach(function(w,i){\n"
-    "  var cnt={},maj=null;for(var r=0;r<n;r++){var k=w.cells[r]||'M';cnt[k]=(cnt[k]||0)+1;if(maj===null||cnt[k]>cnt[maj])maj=k;}\n"
-    "  for(var r=0;r<n;r++){var k=w.cells[r]||'M';x.fillStyle=col[k];x.fillRect(G+r*cw,i*ch,cw,ch);}\n"
-    "  if(w.status!=='ok'){x.fillStyle='#d500f9';x.fillRect(0,i*ch,G-2,ch);\n"
-    "   for(var r=0;r<n;r++){var k=w.cells[r]||'M';if(k!==maj)x.fillRect(G+r*cw,i*ch,cw,Math.max(2,Math.floor(ch/3)));}}\n"
+    "var col={},name={},sev={'?':0,R:1,P:2,D:3,E:4,S:5,M:6};Object.keys(d.codes).forEach(function(k){col[k]=d.codes[k].color;name[k]=d.codes[k].decision;});\n"
+    "var out=document.getElementById('grids'),G=12,MINW=3;\n"
+    "function cell(w,r){return w.cells[r]||'M';}\n"
+    "function rr(a,b){return a===b?'rank '+a:'ranks '+a+'-'+b;}\n"
+    "function draw(){\n"
+    " out.textContent='';var avail=Math.max(200,out.clientWidth-4);\n"
+    " d.comms.forEach(function(c){\n"
+    "  var n=Math.max(1,c.ranks),W=c.windows.length,cols=Math.min(n,Math.floor((avail-G)/MINW)),B=Math.ceil(n/cols);cols=Math.ceil(n/B);\n"
+    "  var cw=Math.max(MINW,Math.min(24,Math.floor((avail-G)/cols))),ch=Math.max(3,Math.min(14,Math.floor(Math.max(300,window.innerHeight-250)/Math.max(W,1))));\n"
+    "  var h=document.createElement('h2');h.textContent='comm '+c.cid+' \\u2014 '+c.ranks+' ranks x '+W+' registrations, '+c.divergent+' divergent';out.appendChild(h);\n"
+    "  if(B>1){var p=document.createElement('p');p.textContent='Each column is a block of '+B+' ranks, coloured by the worst outcome among them '"
+    "+'(missing > stuck > error > degrade > pass > register); hover it for its ranks.';out.appendChild(p);}\n"
+    "  var cv=document.createElement('canvas');cv.width=G+cols*cw;cv.height=Math.max(1,W*ch);cv.style.width=cv.width+'px';cv.style.height=cv.height+'px';out.appendChild(cv);\n"
+    "  var x=cv.getContext('2d'),majs=[];\n"
+    "  c.windows.forEach(function(w,i){\n"
+    "   var cnt={},maj=null,k,r,j;for(r=0;r<n;r++){k=cell(w,r);cnt[k]=(cnt[k]||0)+1;if(maj===null||cnt[k]>cnt[maj])maj=k;}majs.push(maj);\n"
+    "   for(j=0;j<cols;j++){var worst=null,odd=false;for(r=j*B;r<Math.min(n,(j+1)*B);r++){k=cell(w,r);if(worst===null||sev[k]>sev[worst])worst=k;if(k!==maj)odd=true;}\n"
+    "    x.fillStyle=col[worst];x.fillRect(G+j*cw,i*ch,cw,ch);\n"
+    "    if(odd&&w.status!=='ok'){x.fillStyle='#d500f9';x.fillRect(G+j*cw,i*ch,cw,Math.max(1,Math.floor(ch/4)));}}\n"
+    "   if(w.status!=='ok'){x.fillStyle='#d500f9';x.fillRect(0,i*ch,G-3,ch);}\n"
+    "  });\n"
+    "  cv.addEventListener('mousemove',function(e){var b=cv.getBoundingClientRect(),sx=cv.width/cv.clientWidth,sy=cv.height/cv.clientHeight;\n"
+    "   var j=Math.floor(((e.clientX-b.left-cv.clientLeft)*sx-G)/cw),i=Math.floor((e.clientY-b.top-cv.clientTop)*sy/ch),w=c.windows[i];\n"
+    "   if(!w||j<0||j>=cols){tip.style.display='none';return;}\n"
+    "   var r0=j*B,r1=Math.min(n,r0+B)-1,cnt={},worst=null,bad=[],k,r;\n"
+    "   for(r=r0;r<=r1;r++){k=cell(w,r);cnt[k]=(cnt[k]||0)+1;if(worst===null||sev[k]>sev[worst])worst=k;}\n"
+    "   for(r=r0;r<=r1&&bad.length<8;r++)if(cell(w,r)===worst)bad.push(r);\n"
+    "   var t=rr(r0,r1)+'  seq '+w.seq+'  ';\n"
+    "   if(r0===r1)t+=name[worst];else{t+='worst: '+name[worst]+(cnt[worst]<r1-r0+1?' ('+(cnt[worst]===1?'rank ':'ranks ')+bad.join(',')+(cnt[worst]>bad.length?',...':'')+')':' (all)');\n"
+    "    t+='  ['+Object.keys(cnt).sort(function(a,b){return sev[b]-sev[a];}).map(function(k){return name[k]+' '+cnt[k];}).join(', ')+']';}\n"
+    "   if(w.status!=='ok')t+='  ('+w.status+'; most ranks: '+name[majs[i]]+')';\n"
+    "   tip.textContent=t;tip.style.display='block';tip.style.left=Math.max(0,Math.min(e.clientX+12,window.innerWidth-tip.offsetWidth-8))+'px';tip.style.top=(e.clientY+12)+'px';});\n"
+    "  cv.addEventListener('mouseleave',function(){tip.style.display='none';});\n"
     " });\n"
-    " cv.addEventListener('mousemove',function(e){var b=cv.getBoundingClientRect(),sx=cv.width/b.width,sy=cv.height/b.height;\n"
-    "  var r=Math.floor(((e.clientX-b.left)*sx-G)/cw),i=Math.floor((e.clientY-b.top)*sy/ch),w=c.windows[i];\n"
-    "  if(!w||r<0||r>=n){tip.style.display='none';return;}var k=w.cells[r]||'M';\n"
-    "  tip.textContent='rank '+r+'  seq '+w.seq+'  '+name[k]+(w.status!=='ok'?'  ('+w.status+')':'');\n"
-    "  tip.style.left=(e.clientX+12)+'px';tip.style.top=(e.clientY+12)+'px';tip.style.display='block';});\n"
-    " cv.addEventListener('mouseleave',function(){tip.style.display='none';});\n"
-    "});\n})();\n</script>\n";
+    "}\n"
+    "draw();var rt=null,lw=out.clientWidth;window.addEventListener('resize',function(){clearTimeout(rt);rt=setTimeout(function(){if(out.clientWidth!==lw){lw=out.clientWidth;draw();}},150);});\n"
+    "})();\n</script>\n";
 
 static void html_esc(FILE *f, const char *s) {
   for (; *s; s++) {
@@ -1233,7 +1255,9 @@ static int write_html(const char *path, const wsum *ws, int nw, comm **corder, i
   fputs(html_head, f);
   fprintf(f, "<h1>ncclguard-report: outcome grid</h1>\n<p>%ld file%s, %ld lines, %d communicator%s, %d registration%s "
              "(windows), <span class=\"div\">%d divergent</span>, %d stuck, %ld error line%s. One row per registration "
-             "(communicator, <code>seq</code>), one column per rank; hover a cell for its rank and decision.</p>\n",
+             "(communicator, <code>seq</code>), one column per rank, or per block of ranks coloured by the worst "
+             "outcome among them where the job has more ranks than the page has pixel columns; hover a cell for "
+             "its ranks and decisions.</p>\n",
           n_files, n_files == 1 ? "" : "s", n_lines, n_comms, n_comms == 1 ? "" : "s", nw, nw == 1 ? "" : "s", n_div,
           n_stuck, n_error_lines, n_error_lines == 1 ? "" : "s");
   fputs("<p class=\"legend\">", f);
