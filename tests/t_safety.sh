@@ -76,3 +76,21 @@ FAKE_NCCL_VERSION=23007 ex 2-ranks-nccl-2.30 -n 2 --schedules 60 --seed 30
 nfast=10000
 [ "${NG_VARIANT:-plain}" = plain ] || nfast=1000
 ex 2-ranks-fast -n 2 --schedules $nfast --seed 11 --fast
+
+# the exploration under ThreadSanitizer (plain variant only: the TSan build of library and fakes that
+# t_faults.sh makes too; every schedule's fault, the watchdog and the bounded ends run concurrently)
+if [ "${NG_VARIANT:-plain}" = plain ]; then
+  TB="$NG_ROOT/build-tsan"
+  if make -s -C "$NG_ROOT" BUILD="$TB" SAN=tsan all testbins >"$T/tsan-build.log" 2>&1; then
+    tsan_lib=$(${CC:-cc} -print-file-name=libtsan.so)
+    out=$(TSAN_OPTIONS="exitcode=97:halt_on_error=0:report_signal_unsafe=0:suppressions=$NG_ROOT/tests/fuzz/tsan.supp" \
+          NCCLGUARD_LOG=off LD_LIBRARY_PATH="$TB/fake" LD_PRELOAD="$tsan_lib:$TB/libncclguard.so" \
+          timeout -k 2 600 "$TB/progs/explore" -n 2 --schedules 120 --seed 21 --timeout-ms 1500 2>&1); rc=$?
+    n=$(echo "$out" | grep -c 'WARNING: ThreadSanitizer')
+    r=$(echo "$out" | grep 'explore: RESULT' | sed 's/.*RESULT //' | cut -d' ' -f1-3)
+    [ $rc = 0 ] && [ "$n" = 0 ] && echo "$r" | grep -q 'violations=0' && pass "explore-tsan ($r)" \
+      || fail explore-tsan "rc=$rc reports=$n $r $(echo "$out" | grep -A4 'WARNING: ThreadSanitizer' | grep '#0' | head -3 | tr '\n' ' ') $(echo "$out" | grep VIOLATION | head -2 | tr '\n' ' ')"
+  else
+    fail explore-tsan "TSan build failed: $(tail -3 "$T/tsan-build.log")"
+  fi
+fi

@@ -138,7 +138,7 @@ struct ncclComm {
   int nsplit, nshrink, ngrow;
   int damaged;          /* a failed registration left it unusable: ncclInternalError */
   ncclResult_t async;   /* what ncclCommGetAsyncError reports */
-  volatile int aborted, revoked;
+  volatile int aborted, revoked; /* read and written with FN_LOAD / FN_STORE: an abort flag, as NCCL's */
   volatile int suspended; /* ncclCommSuspend(NCCL_SUSPEND_MEM): its memory is released until ncclCommResume */
   int connected, conn_posted, conn_late, conn_e0; /* the connection setup of its first collective */
   volatile int teardown_hangs; /* revoked while that setup waited for a peer: its abort/destroy never returns */
@@ -163,6 +163,9 @@ int fn_comm_known(struct ncclComm *c);
 void fn_win_add(struct ncclWindow_vidmem *w);
 int fn_win_known(struct ncclWindow_vidmem *w);
 /* argument/state check of a communicator at call time */
+/* NCCL's abort flags are atomics: read and written from other threads than the one waiting on them */
+#define FN_LOAD(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define FN_STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
 ncclResult_t fn_check_comm(struct ncclComm *c, int allow_revoked);
 
 /* shm */

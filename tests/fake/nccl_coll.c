@@ -80,7 +80,7 @@ static void divide(void *dst, size_t n, ncclDataType_t dt, int k)
   }
 }
 
-static int stopped(struct ncclComm *c) { return c->aborted || c->revoked; }
+static int stopped(struct ncclComm *c) { return FN_LOAD(c->aborted) || FN_LOAD(c->revoked); }
 
 /* Barrier of the collective now running; the final one advances to the next collective.
  * Returns 0, or -1 when the communicator was aborted/revoked. Caller holds the segment lock. */
@@ -318,7 +318,7 @@ static ncclResult_t connect_wait(struct ncclComm *c)
 {
   struct fn_shm *s = c->shm;
   fn_shm_lock(s);
-  while (s->conn_arrived < c->nranks && !c->aborted &&
+  while (s->conn_arrived < c->nranks && !FN_LOAD(c->aborted) &&
          (c->conn_late || __atomic_load_n(&c->revoke_epoch, __ATOMIC_ACQUIRE) == c->conn_e0))
     fn_shm_wait(s);
   int ok = s->conn_arrived >= c->nranks;
@@ -326,9 +326,9 @@ static ncclResult_t connect_wait(struct ncclComm *c)
   fn_shm_unlock(s);
   /* measured on 2.28.9 (tests/gpu/results/2026-12-01-nvidia-h200-x2.md, late-peer-past-timeout):
    * after a revoke ended this wait, the application's ncclCommAbort of the communicator never returned */
-  if (!ok && !c->aborted) c->teardown_hangs = 1;
+  if (!ok && !FN_LOAD(c->aborted)) c->teardown_hangs = 1;
   if (!ok) {
-    fn_set_error("connection setup of the first collective ended: the communicator was %s", c->aborted ? "aborted" : "revoked");
+    fn_set_error("connection setup of the first collective ended: the communicator was %s", FN_LOAD(c->aborted) ? "aborted" : "revoked");
     return ncclInternalError;
   }
   c->connected = 1;

@@ -250,7 +250,7 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int exclude
     nex++;
   }
   if (r == ncclSuccess) {
-    if (shrinkFlags & NCCL_SHRINK_ABORT) { comm->revoked = 1; if (comm->shm) fn_shm_wake(comm->shm); }
+    if (shrinkFlags & NCCL_SHRINK_ABORT) { FN_STORE(comm->revoked, 1); if (comm->shm) fn_shm_wake(comm->shm); }
     struct ncclComm *c = fn_comm_new();
     c->dev = comm->dev;
     c->blocking = config ? config_blocking(config) : comm->blocking;
@@ -351,7 +351,7 @@ FN_ALIAS(ncclCommGrow);
 static void wait_idle(struct ncclComm *c)
 {
   pthread_mutex_lock(&c->lk);
-  while (c->inflight > 0 && !c->aborted && !c->revoked) pthread_cond_wait(&c->cv, &c->lk);
+  while (c->inflight > 0 && !FN_LOAD(c->aborted) && !FN_LOAD(c->revoked)) pthread_cond_wait(&c->cv, &c->lk);
   pthread_mutex_unlock(&c->lk);
 }
 
@@ -448,7 +448,8 @@ ncclResult_t pncclCommAbort(ncclComm_t comm)
   teardown_hang(comm);
   ncclResult_t r = comm ? check_teardown(comm) : ncclSuccess;
   if (comm && r == ncclSuccess) {
-    comm->aborted = comm->revoked = 1;
+    FN_STORE(comm->aborted, 1);
+    FN_STORE(comm->revoked, 1);
     if (comm->shm) { fn_shm_lock(comm->shm); fn_shm_wake(comm->shm); fn_shm_unlock(comm->shm); }
     pthread_mutex_lock(&comm->lk);
     pthread_cond_broadcast(&comm->cv);
@@ -466,7 +467,7 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags)
   ncclResult_t r = fn_check_comm(comm, 1);
   if (r == ncclSuccess && revokeFlags != NCCL_REVOKE_DEFAULT) { fn_set_error("revokeFlags must be 0"); r = ncclInvalidArgument; }
   if (r == ncclSuccess) {
-    comm->revoked = 1; /* in-flight collectives stop waiting for peers */
+    FN_STORE(comm->revoked, 1); /* in-flight collectives stop waiting for peers */
     __atomic_add_fetch(&comm->revoke_epoch, 1, __ATOMIC_RELEASE); /* and host waits begun before it */
     if (comm->shm) { fn_shm_lock(comm->shm); fn_shm_wake(comm->shm); fn_shm_unlock(comm->shm); }
     pthread_mutex_lock(&comm->lk);

@@ -373,10 +373,10 @@ ncclResult_t fn_xpost(struct ncclComm *c, uint64_t gen, const void *rec, size_t 
 {
   struct fn_shm *s = c->shm;
   struct fn_xslot *x = &s->x[gen % FN_XSLOTS];
-  int e0 = c->revoke_epoch;
+  int e0 = FN_LOAD(c->revoke_epoch);
   fn_shm_lock(s);
-  while (x->gen != gen && !c->aborted && c->revoke_epoch == e0) fn_shm_wait(s);
-  if (c->aborted || c->revoke_epoch != e0) { /* abort flag seen: NCCL's bootstrap returns an internal error */
+  while (x->gen != gen && !FN_LOAD(c->aborted) && FN_LOAD(c->revoke_epoch) == e0) fn_shm_wait(s);
+  if (FN_LOAD(c->aborted) || FN_LOAD(c->revoke_epoch) != e0) { /* abort flag seen: NCCL's bootstrap returns an internal error */
     fn_shm_unlock(s);
     fn_set_error("bootstrap wait interrupted: communicator aborted or revoked");
     return ncclInternalError;
@@ -393,10 +393,10 @@ ncclResult_t fn_xcomplete(struct ncclComm *c, uint64_t gen, unsigned char (*out)
 {
   struct fn_shm *s = c->shm;
   struct fn_xslot *x = &s->x[gen % FN_XSLOTS];
-  int e0 = c->revoke_epoch;
+  int e0 = FN_LOAD(c->revoke_epoch);
   fn_shm_lock(s);
-  while (x->gen == gen && x->arrived < c->nranks && !c->aborted && c->revoke_epoch == e0) fn_shm_wait(s);
-  if (c->aborted || c->revoke_epoch != e0) {
+  while (x->gen == gen && x->arrived < c->nranks && !FN_LOAD(c->aborted) && FN_LOAD(c->revoke_epoch) == e0) fn_shm_wait(s);
+  if (FN_LOAD(c->aborted) || FN_LOAD(c->revoke_epoch) != e0) {
     fn_shm_unlock(s);
     fn_set_error("bootstrap wait interrupted: communicator aborted or revoked");
     return ncclInternalError;
