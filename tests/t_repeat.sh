@@ -39,6 +39,15 @@ NCCLGUARD_ON_FAILURE=error g fullerr -n 2 --times 2 --size 2G --halves
 [ $rc = 0 ] && both 'windows=1 of 2 first_fail=ncclInternalError' && [ "$(logs fullerr | grep -c 'decision=error reason=sym_space_full')" = 2 ] \
   && pass repeat-2.30-space-full-error-keeps-nccl-code || fail repeat-2.30-space-full-error-keeps-nccl-code "rc=$rc $out"
 
+# a repeat of a live window on one rank only (rank 0 deregistered its first window): never served on one
+# rank while its peer calls NCCL (that peer would wait in NCCL's exchange); every rank registers with NCCL,
+# and the next exact repeat, live everywhere again, is served on every rank
+NCCLGUARD_TIMEOUT=5 g drop -n 2 --times 3 --size 1G --drop-first-on 0
+[ $rc = 0 ] && echo "$out" | grep -q 'rank=0 windows=2 of 3' && echo "$out" | grep -q 'rank=1 windows=3 of 3' \
+  && [ "$(logs drop | grep -c 'seq=1 .*decision=register')" = 2 ] && [ "$(logs drop | grep -c 'seq=2 .*decision=reuse')" = 2 ] \
+  && ! logs drop | grep -q 'reason=timeout' \
+  && pass repeat-2.30-live-on-some-ranks-agreed || fail repeat-2.30-live-on-some-ranks-agreed "rc=$rc $out $(logs drop | grep -E 'decision=' | cut -c1-200 | head -6)"
+
 # one rank: no round, its own vote decides
 g one -n 1 --times 12 --size 1G
 [ $rc = 0 ] && echo "$out" | grep -q 'windows=12 of 12' && [ "$(logs one | grep -c 'decision=reuse')" = 11 ] \

@@ -5,6 +5,8 @@
  *   repeat [-n RANKS] [--size BYTES] [--times K] [--halves]
  *     --size     the buffer registered (default 2M; "24G" on an H200 reproduces the report)
  *     --halves   allocate 2 x size and register its two halves alternately
+ *     --drop-first-on R   rank R deregisters its first window right after registering it (its peers keep
+ *                theirs): the next registration is a repeat of a live window on the peers only
  * Each rank registers K times, counts the windows it got, then runs an all-reduce on the buffer,
  * deregisters every window it got (each must succeed) and frees the buffer. Prints
  * "RESULT rank=R windows=W of K first_fail=<result> allreduce=<ok|wrong|error> dereg=<ok|fail>" and,
@@ -19,7 +21,7 @@
 
 #include "common.h"
 
-static int nranks = 1, times = 12, halves = 0;
+static int nranks = 1, times = 12, halves = 0, drop_on = -1;
 static size_t size = 2u << 20;
 static struct { volatile int ready; ncclUniqueId id; }* sh;
 
@@ -56,6 +58,11 @@ static int run_rank(int rank) {
   const char* why = "";
   for (int i = 0; i < times; i++) {
     r = ncclCommWindowRegister(c, buf + (halves && (i & 1) ? size : 0), size, &w[i], NCCL_WIN_COLL_SYMMETRIC);
+    if (i == 0 && rank == drop_on && r == ncclSuccess && w[0]) {
+      if (ncclCommWindowDeregister(c, w[0]) != ncclSuccess) ng_say("rank %d: deregistration of the first window failed", rank);
+      w[0] = NULL;
+      continue;
+    }
     if (r == ncclSuccess && w[i]) got++;
     else if (first_fail == ncclSuccess) {
       first_fail = r == ncclSuccess ? ncclInvalidUsage : r; /* success with a NULL window counts as no window */
@@ -81,8 +88,9 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--size") && i + 1 < argc) {
       if (ng_parse_size(argv[++i], &size)) return 2;
     } else if (!strcmp(argv[i], "--halves")) halves = 1;
+    else if (!strcmp(argv[i], "--drop-first-on") && i + 1 < argc) drop_on = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: repeat [-n RANKS] [--size BYTES] [--times K] [--halves]\n");
+      fprintf(stderr, "usage: repeat [-n RANKS] [--size BYTES] [--times K] [--halves] [--drop-first-on R]\n");
       return 2;
     }
   }
