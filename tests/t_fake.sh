@@ -30,6 +30,12 @@ st fake_capture_invalidated_2_28 0 -- capture 1
 st fake_capture_ok_2_30 0 FAKE_NCCL_VERSION=23007 -- capture 0
 st fake_destroy_and_late_deregister 0 -- destroy
 st fake_misaligned_and_host_buffer 0 -- misaligned
+# a host buffer, a range into unmapped memory, across two allocations, with a hole (README "Modelled
+# behaviour"): 2.28 looks up the first byte only, 2.29 walks to a second allocation and refuses it,
+# 2.30 walks every segment; a failed lookup is "Cuda failure 500" (ncclUnhandledCudaError = 1)
+st fake_ranges_2_28 0 -- ranges 1,0,0,0
+st fake_ranges_2_29 0 FAKE_NCCL_VERSION=22903 -- ranges 1,1,4,1
+st fake_ranges_2_30 0 FAKE_NCCL_VERSION=23007 -- ranges 1,1,0,1
 st fake_no_symmetric_2_29_null_window 0 FAKE_NCCL_NO_SYMMETRIC=1 FAKE_NCCL_VERSION=22903 -- nosym 1
 st fake_no_symmetric_2_28_local_handle 0 FAKE_NCCL_NO_SYMMETRIC=1 -- nosym 0
 

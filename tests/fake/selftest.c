@@ -348,10 +348,60 @@ int main(int argc, char **argv)
     NCHECK(ncclMemAlloc((void **)&buf, 1 << 21), ncclSuccess);
     ncclWindow_t w = NULL;
     NCHECK(ncclCommWindowRegister(c, buf + 512, 4096, &w, 0), ncclInvalidArgument);
-    int host;
-    NCHECK(ncclCommWindowRegister(c, &host, sizeof host, &w, 0), ncclInvalidArgument);
+    int host; /* 2.28+: cuMemGetAddressRange fails: "Cuda failure 500" (measured on 2.28.9, issue 23) */
+    NCHECK(ncclCommWindowRegister(c, &host, sizeof host, &w, 0), ncclUnhandledCudaError);
+    if (!strstr(ncclGetLastError(c), "Cuda failure 500")) FAIL("host buffer: last error %s", ncclGetLastError(c));
     NCHECK(ncclCommWindowRegister(c, buf + 4096, 4096, &w, 0), ncclSuccess);
     if (!w) FAIL("NULL window");
+  } else if (!strcmp(mode, "ranges")) { /* argv[2]: the results wanted, "host,past,two,hole" (0, 1 = unhandled
+                                          * CUDA error with "Cuda failure 500", 4 = invalid argument) */
+    if (argc < 3) FAIL("usage: ranges WANT");
+    int want[4];
+    if (sscanf(argv[2], "%d,%d,%d,%d", &want[0], &want[1], &want[2], &want[3]) != 4) FAIL("bad WANT %s", argv[2]);
+    ncclComm_t c = one_rank();
+    const size_t M2 = (size_t)2 << 20;
+    /* 6 MiB reserved; 2 MiB allocations mapped at 0 and 2 MiB (two allocations back to back), none at
+     * 4 MiB: [0, 4 MiB) spans two allocations, [2, 6 MiB) runs into unmapped memory; a second reservation
+     * maps 0 and 4 MiB: [0, 6 MiB) has a hole in the middle */
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUdeviceptr va[2];
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location = prop.location;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for (int k = 0; k < 2; k++) {
+      if (cuMemAddressReserve(&va[k], 3 * M2, M2, 0, 0) != CUDA_SUCCESS) FAIL("cuMemAddressReserve");
+      for (int j = 0; j < 2; j++) {
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr at = va[k] + (k == 0 ? (size_t)j : 2 * (size_t)j) * M2;
+        if (cuMemCreate(&h, M2, &prop, 0) != CUDA_SUCCESS || cuMemMap(at, M2, 0, h, 0) != CUDA_SUCCESS ||
+            cuMemSetAccess(at, M2, &acc, 1) != CUDA_SUCCESS)
+          FAIL("map %d/%d", k, j);
+        cuMemRelease(h);
+      }
+    }
+    int host[4];
+    struct { const char *what; void *p; size_t n; } cs[4] = {
+      {"host", host, sizeof host},
+      {"past", (void *)(uintptr_t)(va[0] + M2), 2 * M2},
+      {"two", (void *)(uintptr_t)va[0], 2 * M2},
+      {"hole", (void *)(uintptr_t)va[1], 3 * M2},
+    };
+    for (int i = 0; i < 4; i++) {
+      ncclWindow_t w = NULL;
+      ncclResult_t r = ncclCommWindowRegister(c, cs[i].p, cs[i].n, &w, 0);
+      const char *le = ncclGetLastError(c);
+      printf("ranges %s -> %d (%s) win=%p\n", cs[i].what, (int)r, r ? le : "-", (void *)w);
+      if ((int)r != want[i]) FAIL("%s: %d, want %d", cs[i].what, (int)r, want[i]);
+      if (r == ncclUnhandledCudaError && !strstr(le, "Cuda failure 500")) FAIL("%s: last error %s", cs[i].what, le);
+      if (r == ncclSuccess && !w) FAIL("%s: NULL window", cs[i].what);
+      if (w) NCHECK(ncclCommWindowDeregister(c, w), ncclSuccess);
+    }
+    NCHECK(ncclCommDestroy(c), ncclSuccess);
   } else if (!strcmp(mode, "space") || !strcmp(mode, "space_fork")) {
     if (argc < 7) FAIL("usage: %s NRANKS HALVES WANT MIB TAIL", mode);
     space_halves = atoi(argv[3]);
