@@ -22,6 +22,9 @@ st fake_fork_3 0 -- fork 3
 st fake_group_one_thread_2 0 -- group 2
 st fake_group_one_thread_4 0 -- group 4
 st fake_nonblocking_init 0 FAKE_NCCL_INIT_DELAY_MS=200 -- nonblocking
+# 2.29+: registration while the init runs is success with a NULL window (README "Modelled behaviour")
+st fake_nonblocking_init_null_window_2_29 0 FAKE_NCCL_INIT_DELAY_MS=200 FAKE_NCCL_VERSION=22903 -- nonblocking
+st fake_nonblocking_init_null_window_2_30 0 FAKE_NCCL_INIT_DELAY_MS=200 FAKE_NCCL_VERSION=23007 -- nonblocking
 st fake_asym_cudamalloc_hangs 124 NG_TIMEOUT=3 -- asym
 st fake_both_cudamalloc_then_internal_error 0 -- bothmalloc
 st fake_null_comm_segv_2_28 139 -- nullcomm

@@ -531,6 +531,15 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
     r = ncclInvalidArgument;
     goto out;
   }
+  if (v >= 22900 && fn_comm_known(comm) && __atomic_load_n(&comm->state, __ATOMIC_ACQUIRE) == ST_INIT) {
+    /* 2.29+: a nonblocking communicator still initialising has no symmetric support yet, and
+     * ncclCommWindowRegister returns before ncclCommEnsureReady: success with *win = NULL, silently
+     * (src/dev_runtime.cc at v2.29.7-1, v2.30.7-1: `*win = nullptr; ... if (!comm->symmetricSupport)
+     * return ncclSuccess;`; measured: first-op-nonblocking, tests/gpu/results/2026-11-30-matrix.md,
+     * 2.29.7 and 2.30.7). 2.28 checks readiness first: ncclInvalidArgument (below). */
+    *win = NULL;
+    goto out;
+  }
   if ((r = fn_check_comm(comm, 0)) != ncclSuccess) goto out;
   if (!win || !buff || size == 0) goto out; /* 2.28: success, *win untouched; 2.27: NULL (docs/NCCL.md §3) */
   struct reg_arg *a = calloc(1, sizeof *a);
