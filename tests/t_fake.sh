@@ -33,6 +33,10 @@ st fake_capture_invalidated_2_28 0 -- capture 1
 st fake_capture_ok_2_30 0 FAKE_NCCL_VERSION=23007 -- capture 0
 st fake_destroy_and_late_deregister 0 -- destroy
 st fake_misaligned_and_host_buffer 0 -- misaligned
+# revoke, then registration: registers (collectives alone check the revoke flag; README)
+st fake_revoke_then_register_1 0 -- revoke_reg 1
+st fake_revoke_then_register_2 0 -- revoke_reg 2
+st fake_revoke_then_register_2_30 0 FAKE_NCCL_VERSION=23007 -- revoke_reg 2
 # a host buffer, a range into unmapped memory, across two allocations, with a hole (README "Modelled
 # behaviour"): 2.28 looks up the first byte only, 2.29 walks to a second allocation and refuses it,
 # 2.30 walks every segment; a failed lookup is "Cuda failure 500" (ncclUnhandledCudaError = 1)

@@ -540,7 +540,10 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
     *win = NULL;
     goto out;
   }
-  if ((r = fn_check_comm(comm, 0)) != ncclSuccess) goto out;
+  /* a revoked communicator still registers: NCCL's revoke flag is checked by collectives only
+   * (ncclEnqueueCheck, src/enqueue.cc; ncclCommWindowRegister and ncclCommEnsureReady do not read it:
+   * v2.28.9-1, v2.29.7-1, v2.30.7-1; measured on 1 x H200 with 2.28.9, issue 23) */
+  if ((r = fn_check_comm(comm, 1)) != ncclSuccess) goto out;
   if (!win || !buff || size == 0) goto out; /* 2.28: success, *win untouched; 2.27: NULL (docs/NCCL.md §3) */
   struct reg_arg *a = calloc(1, sizeof *a);
   a->buff = buff; a->size = size; a->win = win; a->flags = winFlags; a->in_group = fn_in_group();

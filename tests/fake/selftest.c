@@ -182,6 +182,27 @@ static void *space_thread(void *arg)
   return NULL;
 }
 
+/* revoke_reg: after ncclCommRevoke a window registration still registers (every rank revoked, an
+ * exchange among them), a collective is ncclInvalidUsage, the window deregisters */
+static void *revoke_reg_thread(void *arg)
+{
+  int rank = (int)(long)arg;
+  CCHECK(cudaSetDevice(rank));
+  ncclComm_t comm;
+  NCHECK(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
+  void *buf;
+  NCHECK(ncclMemAlloc(&buf, 1 << 21), ncclSuccess);
+  NCHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT), ncclSuccess);
+  ncclWindow_t w = NULL;
+  NCHECK(ncclCommWindowRegister(comm, buf, 1 << 21, &w, 0), ncclSuccess);
+  if (!w) FAIL("rank %d: NULL window after revoke", rank);
+  NCHECK(ncclAllReduce(buf, buf, 1, ncclFloat, ncclSum, comm, NULL), ncclInvalidUsage);
+  NCHECK(ncclCommWindowDeregister(comm, w), ncclSuccess);
+  NCHECK(ncclCommDestroy(comm), ncclSuccess);
+  NCHECK(ncclMemFree(buf), ncclSuccess);
+  return NULL;
+}
+
 static ncclComm_t one_rank(void)
 {
   ncclComm_t c;
@@ -413,6 +434,9 @@ int main(int argc, char **argv)
       if (w) NCHECK(ncclCommWindowDeregister(c, w), ncclSuccess);
     }
     NCHECK(ncclCommDestroy(c), ncclSuccess);
+  } else if (!strcmp(mode, "revoke_reg")) { /* ranks as threads: revoke, then register (a window), then
+                                              * an all-reduce (ncclInvalidUsage) */
+    run_threads(revoke_reg_thread);
   } else if (!strcmp(mode, "space") || !strcmp(mode, "space_fork")) {
     if (argc < 7) FAIL("usage: %s NRANKS HALVES WANT MIB TAIL", mode);
     space_halves = atoi(argv[3]);
