@@ -27,6 +27,9 @@ st fake_nonblocking_init_null_window_2_29 0 FAKE_NCCL_INIT_DELAY_MS=200 FAKE_NCC
 st fake_nonblocking_init_null_window_2_30 0 FAKE_NCCL_INIT_DELAY_MS=200 FAKE_NCCL_VERSION=23007 -- nonblocking
 st fake_asym_cudamalloc_hangs 124 NG_TIMEOUT=3 -- asym
 st fake_both_cudamalloc_then_internal_error 0 -- bothmalloc
+# a call-time error inside a group: group end returns it and drops the whole group (README)
+st fake_group_call_error_drops_group 0 -- group_drop 2
+st fake_group_call_error_drops_simulated_group 0 -- group_drop 1
 st fake_null_comm_segv_2_28 139 -- nullcomm
 st fake_null_comm_invalid_2_29 0 FAKE_NCCL_VERSION=22903 -- nullcomm
 st fake_capture_invalidated_2_28 0 -- capture 1

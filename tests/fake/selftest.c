@@ -437,6 +437,47 @@ int main(int argc, char **argv)
   } else if (!strcmp(mode, "revoke_reg")) { /* ranks as threads: revoke, then register (a window), then
                                               * an all-reduce (ncclInvalidUsage) */
     run_threads(revoke_reg_thread);
+  } else if (!strcmp(mode, "group_drop")) { /* one thread, 2 ranks: a call-time error drops the group */
+    ncclComm_t c[2];
+    float *b[2];
+    ncclWindow_t w[2] = {0};
+    NCHECK(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < 2; r++) { CCHECK(cudaSetDevice(r)); NCHECK(ncclCommInitRank(&c[r], 2, id, r), ncclSuccess); }
+    NCHECK(ncclGroupEnd(), ncclSuccess);
+    for (int r = 0; r < 2; r++) {
+      CCHECK(cudaSetDevice(r));
+      NCHECK(ncclMemAlloc((void **)&b[r], 1 << 21), ncclSuccess);
+      float v = (float)r + 1;
+      CCHECK(cudaMemcpy(b[r], &v, sizeof v, cudaMemcpyHostToDevice));
+    }
+    int simulate = nranks == 1; /* argv[2] = 1: end the group with ncclGroupSimulateEnd */
+    NCHECK(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < 2; r++) NCHECK(ncclCommWindowRegister(c[r], b[r], 1 << 21, &w[r], 0), ncclSuccess);
+    for (int r = 0; r < 2; r++) NCHECK(ncclAllReduce(b[r], b[r], 1, ncclFloat, ncclSum, c[r], NULL), ncclSuccess);
+    NCHECK(ncclAllReduce(b[0], b[0], 1, ncclFloat, (ncclRedOp_t)99, c[0], NULL), ncclInvalidArgument);
+    if (simulate) { ncclSimInfo_t si = NCCL_SIM_INFO_INITIALIZER; NCHECK(ncclGroupSimulateEnd(&si), ncclInvalidArgument); }
+    else NCHECK(ncclGroupEnd(), ncclInvalidArgument);
+    if (w[0] || w[1]) FAIL("dropped group: windows %p %p written", (void *)w[0], (void *)w[1]);
+    for (int r = 0; r < 2; r++) {
+      float v;
+      CCHECK(cudaStreamSynchronize(NULL));
+      CCHECK(cudaMemcpy(&v, b[r], sizeof v, cudaMemcpyDeviceToHost));
+      if (v != (float)r + 1) FAIL("dropped group: all-reduce ran (rank %d: %g)", r, v);
+    }
+    /* the communicators are intact: the same group again works */
+    NCHECK(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < 2; r++) NCHECK(ncclCommWindowRegister(c[r], b[r], 1 << 21, &w[r], 0), ncclSuccess);
+    for (int r = 0; r < 2; r++) NCHECK(ncclAllReduce(b[r], b[r], 1, ncclFloat, ncclSum, c[r], NULL), ncclSuccess);
+    NCHECK(ncclGroupEnd(), ncclSuccess);
+    if (!w[0] || !w[1]) FAIL("second group: windows %p %p", (void *)w[0], (void *)w[1]);
+    for (int r = 0; r < 2; r++) {
+      float v;
+      CCHECK(cudaSetDevice(r));
+      CCHECK(cudaStreamSynchronize(NULL));
+      CCHECK(cudaMemcpy(&v, b[r], sizeof v, cudaMemcpyDeviceToHost));
+      if (v != 3.0f) FAIL("second group: all-reduce %g on rank %d", v, r);
+    }
+    for (int r = 0; r < 2; r++) NCHECK(ncclCommDestroy(c[r]), ncclSuccess);
   } else if (!strcmp(mode, "space") || !strcmp(mode, "space_fork")) {
     if (argc < 7) FAIL("usage: %s NRANKS HALVES WANT MIB TAIL", mode);
     space_halves = atoi(argv[3]);
