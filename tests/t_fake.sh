@@ -22,14 +22,30 @@ st fake_fork_3 0 -- fork 3
 st fake_group_one_thread_2 0 -- group 2
 st fake_group_one_thread_4 0 -- group 4
 st fake_nonblocking_init 0 FAKE_NCCL_INIT_DELAY_MS=200 -- nonblocking
+# 2.29+: registration while the init runs is success with a NULL window (README "Modelled behaviour")
+st fake_nonblocking_init_null_window_2_29 0 FAKE_NCCL_INIT_DELAY_MS=200 FAKE_NCCL_VERSION=22903 -- nonblocking
+st fake_nonblocking_init_null_window_2_30 0 FAKE_NCCL_INIT_DELAY_MS=200 FAKE_NCCL_VERSION=23007 -- nonblocking
 st fake_asym_cudamalloc_hangs 124 NG_TIMEOUT=3 -- asym
 st fake_both_cudamalloc_then_internal_error 0 -- bothmalloc
+# a call-time error inside a group: group end returns it and drops the whole group (README)
+st fake_group_call_error_drops_group 0 -- group_drop 2
+st fake_group_call_error_drops_simulated_group 0 -- group_drop 1
 st fake_null_comm_segv_2_28 139 -- nullcomm
 st fake_null_comm_invalid_2_29 0 FAKE_NCCL_VERSION=22903 -- nullcomm
 st fake_capture_invalidated_2_28 0 -- capture 1
 st fake_capture_ok_2_30 0 FAKE_NCCL_VERSION=23007 -- capture 0
 st fake_destroy_and_late_deregister 0 -- destroy
 st fake_misaligned_and_host_buffer 0 -- misaligned
+# revoke, then registration: registers (collectives alone check the revoke flag; README)
+st fake_revoke_then_register_1 0 -- revoke_reg 1
+st fake_revoke_then_register_2 0 -- revoke_reg 2
+st fake_revoke_then_register_2_30 0 FAKE_NCCL_VERSION=23007 -- revoke_reg 2
+# a host buffer, a range into unmapped memory, across two allocations, with a hole (README "Modelled
+# behaviour"): 2.28 looks up the first byte only, 2.29 walks to a second allocation and refuses it,
+# 2.30 walks every segment; a failed lookup is "Cuda failure 500" (ncclUnhandledCudaError = 1)
+st fake_ranges_2_28 0 -- ranges 1,0,0,0
+st fake_ranges_2_29 0 FAKE_NCCL_VERSION=22903 -- ranges 1,1,4,1
+st fake_ranges_2_30 0 FAKE_NCCL_VERSION=23007 -- ranges 1,1,0,1
 st fake_no_symmetric_2_29_null_window 0 FAKE_NCCL_NO_SYMMETRIC=1 FAKE_NCCL_VERSION=22903 -- nosym 1
 st fake_no_symmetric_2_28_local_handle 0 FAKE_NCCL_NO_SYMMETRIC=1 -- nosym 0
 

@@ -102,6 +102,17 @@ b nb-bare --nonblocking --no-allreduce
 g nb --nonblocking --expect-win nonnull
 [ $rc = 0 ] && [ "$(nok)" = 2 ] && lhas nb 'fn=ready-wait' && lhas nb 'decision=register' \
   && pass nonblocking-ready-wait || fail nonblocking-ready-wait "$(why nb)"
+# 2.29+ answer a communicator still initialising with success and a NULL window, silently (the
+# matrix, tests/gpu/results/2026-11-30-matrix.md: 2.29.7 and 2.30.7 "ok, win=NULL"); ncclguard waits
+# for the communicator and registers a real window ("ok")
+for v in 22903 23007; do
+  FAKE_NCCL_VERSION=$v b nb-bare-$v --nonblocking --no-allreduce
+  [ $rc = 0 ] && [ "$(echo "$out" | grep -Ec '^rank [01]/2: RESULT ok reg=ncclSuccess win=null ')" = 2 ] \
+    && pass nonblocking-$v-null-window-without || fail nonblocking-$v-null-window-without "rc=$rc $(echo "$out" | grep RESULT | tr '\n' ' ')"
+  FAKE_NCCL_VERSION=$v g nb-$v --nonblocking --expect-win nonnull
+  [ $rc = 0 ] && [ "$(nok)" = 2 ] && lhas nb-$v 'fn=ready-wait' && [ "$(logs nb-$v | grep -c 'decision=register reason=ok')" = 2 ] \
+    && pass nonblocking-$v-ready-wait-registers || fail nonblocking-$v-ready-wait-registers "$(why nb-$v)"
+done
 
 # --- misaligned offset (2.28: not a multiple of 4096 from the allocation base) ----------------------
 b mis-bare --offset 1000 --size 65536 --no-allreduce --timeout 10

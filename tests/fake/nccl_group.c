@@ -2,7 +2,8 @@
  * run in two phases (post, then complete). Outside a group an op runs at once (the implicit
  * group); inside, ops are queued per thread and run at the outermost ncclGroupEnd: for each
  * stage, post all, then complete all, so one thread can drive several ranks. Errors found
- * inside a group are returned by ncclGroupEnd. A group that touches a nonblocking
+ * inside a group are returned by ncclGroupEnd; an error a call inside the group returned drops
+ * the whole group (drop_list). A group that touches a nonblocking
  * communicator runs on a background thread and ncclGroupEnd returns ncclInProgress. */
 #define _GNU_SOURCE
 #include "fake_nccl.h"
@@ -116,6 +117,18 @@ static ncclResult_t run_list(struct fn_op *list)
   return ncclInProgress;
 }
 
+/* A call inside the group failed (ncclGroupError): NCCL's group end returns that error and drops the
+ * whole group (groupCleanup): nothing queued runs; each op finishes with the error, and a nonblocking
+ * communicator's async error becomes it (fn_run_now with every op failed). Source: group.cc,
+ * ncclGroupEndInternal `if ((ret = ncclGroupError) != ncclSuccess) goto fail;` at v2.27.7-1, v2.28.9-1,
+ * v2.29.7-1, v2.30.7-1; measured on 1 x H200 with 2.28.9 (issue 23). */
+static ncclResult_t drop_list(struct fn_op *list, ncclResult_t e)
+{
+  for (struct fn_op *op = list; op; op = op->next) { op->failed = 1; op->res = e; }
+  fn_run_now(list);
+  return e;
+}
+
 ncclResult_t fn_submit(struct fn_op *op)
 {
   if (!op) return ncclSystemError;
@@ -147,8 +160,7 @@ ncclResult_t pncclGroupEnd(void)
     ncclResult_t e = qerr;
     qhead = qtail = NULL;
     qerr = ncclSuccess;
-    r = list ? run_list(list) : ncclSuccess;
-    if (e != ncclSuccess && (r == ncclSuccess || r == ncclInProgress)) r = e;
+    r = !list ? e : e != ncclSuccess ? drop_list(list, e) : run_list(list);
   }
   return LEAVE("ncclGroupEnd", r, "depth=%d", depth);
 }
@@ -167,6 +179,7 @@ ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
     r = ncclInvalidUsage;
   } else if (--depth == 0) {
     struct fn_op *keep = NULL, **tail = &keep;
+    ncclResult_t e = qerr;
     for (struct fn_op *op = qhead, *n; op; op = n) {
       n = op->next;
       op->next = NULL;
@@ -175,7 +188,7 @@ ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
     }
     qhead = qtail = NULL;
     qerr = ncclSuccess;
-    r = keep ? run_list(keep) : ncclSuccess;
+    r = !keep ? e : e != ncclSuccess ? drop_list(keep, e) : run_list(keep); /* the same group end */
   }
   return LEAVE("ncclGroupSimulateEnd", r, "%p", (void *)simInfo);
 }

@@ -368,6 +368,19 @@ static void sym_drop(struct ncclComm *c, struct fn_symmem *m)
   free(m);
 }
 
+/* cudaMalloc memory (docs/NCCL.md §2, §7): cuMemRetainAllocationHandle fails, this rank leaves,
+ * its peers wait forever. Inside a group the communicator is left damaged (docs/NCCL.md §7: the next
+ * group fails with an internal error); alone, a later ncclMemAlloc registration and a device
+ * communicator work (docs/NCCL.md §8, measured on 2.28.9) */
+static ncclResult_t not_vmm(struct ncclComm *c, struct reg_arg *a, CUresult cr)
+{
+  if (a->in_group) {
+    c->damaged = 1;
+    __atomic_store_n(&c->async, ncclUnhandledCudaError, __ATOMIC_RELEASE);
+  }
+  return cuda_fail(cr, "cuMemRetainAllocationHandle: window buffer is not from the CUDA VMM API");
+}
+
 static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
 {
   (void)stage;
@@ -401,29 +414,42 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
     a->skip = v < 22900 ? (fn_param("NCCL_LOCAL_REGISTER", 1) != 0 ? 2 : 3) : 1;
     return ncclSuccess;
   }
+  /* 2.28+: the allocation is looked up with cuMemGetAddressRange, whose CUDA error is returned as
+   * ncclUnhandledCudaError: a host buffer, or a range that runs into unmapped memory where the version
+   * walks the range, gives "Cuda failure 500" (CUDA_ERROR_NOT_FOUND; measured on 1 x H200 with 2.28.9,
+   * issue 23). Source, src/dev_runtime.cc ncclDevrWindowRegisterInGroup and src/include/alloc.h
+   * ncclCuMemGetAddressRange: v2.28.9-1 looks up the first byte only (no range check); v2.29.7-1 walks
+   * the range's allocations (any lookup failing: its CUDA error) and refuses more than one
+   * (ncclInvalidArgument); v2.30.7-1 walks them too, retaining each segment's handle in the walk (a
+   * cudaMalloc segment fails there, before the offset check), and accepts several. */
   CUdeviceptr base = 0;
   size_t asz = 0;
-  if (v >= 22800 && (!is_device(a->buff) || cuMemGetAddressRange(&base, &asz, (CUdeviceptr)(uintptr_t)a->buff) != CUDA_SUCCESS)) {
-    fn_set_error("window buffer %p is not device memory", a->buff);
-    return ncclInvalidArgument;
-  }
+  CUresult cra = cuMemGetAddressRange(&base, &asz, (CUdeviceptr)(uintptr_t)a->buff);
+  if (cra != CUDA_SUCCESS) return cuda_fail(cra, "cuMemGetAddressRange");
   uintptr_t p = (uintptr_t)a->buff;
   int inside = a->size <= asz && p - (uintptr_t)base <= asz - a->size;
-  if (v >= 22900 && v < 23000 && !inside) { /* 2.29: one allocation */
-    fn_set_error("window [%p, +%zu) spans more than one allocation", a->buff, a->size);
+  if (v >= 22900 && !inside && p + a->size < p) { /* buff + size wraps: not modelled from the source */
+    fn_set_error("window [%p, +%zu) wraps around the address space", a->buff, a->size);
     return ncclInvalidArgument;
   }
-  if (v >= 23000 && !inside) { /* 2.30+: every segment mapped VMM memory */
+  if (v >= 23000) { /* every segment: mapped, and VMM memory (its handle retained in the walk) */
+    for (CUdeviceptr q = base; q < (CUdeviceptr)(p + a->size);) {
+      CUdeviceptr b2 = 0;
+      size_t s2 = 0;
+      CUmemGenericAllocationHandle h2;
+      CUresult c2 = cuMemGetAddressRange(&b2, &s2, q);
+      if (c2 != CUDA_SUCCESS) return cuda_fail(c2, "cuMemGetAddressRange");
+      if ((c2 = cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)q)) != CUDA_SUCCESS) return not_vmm(c, a, c2);
+      cuMemRelease(h2);
+      q = b2 + s2;
+    }
+  } else if (v >= 22900 && !inside) { /* 2.29: one allocation; the next one looked up first */
     CUdeviceptr b2 = 0;
     size_t s2 = 0;
-    CUmemGenericAllocationHandle h2;
-    const char *last = (const char *)a->buff + a->size - 1;
-    if ((uintptr_t)last < p || cuMemGetAddressRange(&b2, &s2, (CUdeviceptr)(uintptr_t)last) != CUDA_SUCCESS ||
-        cuMemRetainAllocationHandle(&h2, (void *)last) != CUDA_SUCCESS) {
-      fn_set_error("window [%p, +%zu) runs into memory that is not mapped VMM memory", a->buff, a->size);
-      return ncclInvalidArgument;
-    }
-    cuMemRelease(h2);
+    CUresult c2 = cuMemGetAddressRange(&b2, &s2, base + asz);
+    if (c2 != CUDA_SUCCESS) return cuda_fail(c2, "cuMemGetAddressRange");
+    fn_set_error("window [%p, +%zu) spans more than one allocation", a->buff, a->size);
+    return ncclInvalidArgument;
   }
   if (v >= 22800 && (p - (uintptr_t)base) % NCCL_WIN_REQUIRED_ALIGNMENT) {
     fn_set_error("window buffer offset %zu in its allocation is not a multiple of %d",
@@ -437,16 +463,7 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
   }
   CUmemGenericAllocationHandle h;
   CUresult cr = cuMemRetainAllocationHandle(&h, a->buff);
-  if (cr != CUDA_SUCCESS) { /* cudaMalloc memory (docs/NCCL.md §2, §7): this rank leaves, peers wait forever */
-    /* inside a group the communicator is left damaged (docs/NCCL.md §7: the next group fails with an
-     * internal error); alone, a later ncclMemAlloc registration and a device communicator work
-     * (docs/NCCL.md §8, measured on 2.28.9) */
-    if (a->in_group) {
-      c->damaged = 1;
-      __atomic_store_n(&c->async, ncclUnhandledCudaError, __ATOMIC_RELEASE);
-    }
-    return cuda_fail(cr, "cuMemRetainAllocationHandle: window buffer is not from the CUDA VMM API");
-  }
+  if (cr != CUDA_SUCCESS) return not_vmm(c, a, cr);
   cuMemRelease(h);
   /* Reserve address space for the peers' mappings: a potentially unsafe call that fails under
    * a global stream capture (docs/NCCL.md §7, §8); 2.30.7 fixed it (modelled with relaxed capture mode). */
@@ -514,7 +531,19 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
     r = ncclInvalidArgument;
     goto out;
   }
-  if ((r = fn_check_comm(comm, 0)) != ncclSuccess) goto out;
+  if (v >= 22900 && fn_comm_known(comm) && __atomic_load_n(&comm->state, __ATOMIC_ACQUIRE) == ST_INIT) {
+    /* 2.29+: a nonblocking communicator still initialising has no symmetric support yet, and
+     * ncclCommWindowRegister returns before ncclCommEnsureReady: success with *win = NULL, silently
+     * (src/dev_runtime.cc at v2.29.7-1, v2.30.7-1: `*win = nullptr; ... if (!comm->symmetricSupport)
+     * return ncclSuccess;`; measured: first-op-nonblocking, tests/gpu/results/2026-11-30-matrix.md,
+     * 2.29.7 and 2.30.7). 2.28 checks readiness first: ncclInvalidArgument (below). */
+    *win = NULL;
+    goto out;
+  }
+  /* a revoked communicator still registers: NCCL's revoke flag is checked by collectives only
+   * (ncclEnqueueCheck, src/enqueue.cc; ncclCommWindowRegister and ncclCommEnsureReady do not read it:
+   * v2.28.9-1, v2.29.7-1, v2.30.7-1; measured on 1 x H200 with 2.28.9, issue 23) */
+  if ((r = fn_check_comm(comm, 1)) != ncclSuccess) goto out;
   if (!win || !buff || size == 0) goto out; /* 2.28: success, *win untouched; 2.27: NULL (docs/NCCL.md §3) */
   struct reg_arg *a = calloc(1, sizeof *a);
   a->buff = buff; a->size = size; a->win = win; a->flags = winFlags; a->in_group = fn_in_group();

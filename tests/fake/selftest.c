@@ -182,6 +182,27 @@ static void *space_thread(void *arg)
   return NULL;
 }
 
+/* revoke_reg: after ncclCommRevoke a window registration still registers (every rank revoked, an
+ * exchange among them), a collective is ncclInvalidUsage, the window deregisters */
+static void *revoke_reg_thread(void *arg)
+{
+  int rank = (int)(long)arg;
+  CCHECK(cudaSetDevice(rank));
+  ncclComm_t comm;
+  NCHECK(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
+  void *buf;
+  NCHECK(ncclMemAlloc(&buf, 1 << 21), ncclSuccess);
+  NCHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT), ncclSuccess);
+  ncclWindow_t w = NULL;
+  NCHECK(ncclCommWindowRegister(comm, buf, 1 << 21, &w, 0), ncclSuccess);
+  if (!w) FAIL("rank %d: NULL window after revoke", rank);
+  NCHECK(ncclAllReduce(buf, buf, 1, ncclFloat, ncclSum, comm, NULL), ncclInvalidUsage);
+  NCHECK(ncclCommWindowDeregister(comm, w), ncclSuccess);
+  NCHECK(ncclCommDestroy(comm), ncclSuccess);
+  NCHECK(ncclMemFree(buf), ncclSuccess);
+  return NULL;
+}
+
 static ncclComm_t one_rank(void)
 {
   ncclComm_t c;
@@ -259,9 +280,20 @@ int main(int argc, char **argv)
     NCHECK(ncclCommInitRankConfig(&c, 1, u, 0, &cfg), ncclInProgress);
     void *buf;
     NCHECK(ncclMemAlloc(&buf, 1 << 21), ncclSuccess);
-    ncclWindow_t w = NULL;
-    NCHECK(ncclCommWindowRegister(c, buf, 1 << 21, &w, 0), ncclInvalidArgument);
-    if (!strstr(ncclGetLastError(c), "Attempt to use communicator before")) FAIL("last error: %s", ncclGetLastError(c));
+    int ver = 0;
+    NCHECK(ncclGetVersion(&ver), ncclSuccess);
+    ncclWindow_t w = (ncclWindow_t)0x1;
+    if (ver < 22900) { /* 2.28: the readiness check (docs/NCCL.md §7) */
+      NCHECK(ncclCommWindowRegister(c, buf, 1 << 21, &w, 0), ncclInvalidArgument);
+      if (!strstr(ncclGetLastError(c), "Attempt to use communicator before")) FAIL("last error: %s", ncclGetLastError(c));
+    } else { /* 2.29+: no symmetric support yet: success with a NULL window, the init still running */
+      NCHECK(ncclCommWindowRegister(c, buf, 1 << 21, &w, 0), ncclSuccess);
+      if (w) FAIL("2.29+: window %p, want NULL", (void *)w);
+      ncclResult_t a0 = ncclSuccess;
+      NCHECK(ncclCommGetAsyncError(c, &a0), ncclSuccess);
+      if (a0 != ncclInProgress) FAIL("2.29+: async %d after the registration, want ncclInProgress", (int)a0);
+    }
+    w = NULL;
     ncclResult_t a = ncclInProgress;
     int polls = 0;
     while (a == ncclInProgress) { NCHECK(ncclCommGetAsyncError(c, &a), ncclSuccess); usleep(10000); polls++; }
@@ -348,10 +380,104 @@ int main(int argc, char **argv)
     NCHECK(ncclMemAlloc((void **)&buf, 1 << 21), ncclSuccess);
     ncclWindow_t w = NULL;
     NCHECK(ncclCommWindowRegister(c, buf + 512, 4096, &w, 0), ncclInvalidArgument);
-    int host;
-    NCHECK(ncclCommWindowRegister(c, &host, sizeof host, &w, 0), ncclInvalidArgument);
+    int host; /* 2.28+: cuMemGetAddressRange fails: "Cuda failure 500" (measured on 2.28.9, issue 23) */
+    NCHECK(ncclCommWindowRegister(c, &host, sizeof host, &w, 0), ncclUnhandledCudaError);
+    if (!strstr(ncclGetLastError(c), "Cuda failure 500")) FAIL("host buffer: last error %s", ncclGetLastError(c));
     NCHECK(ncclCommWindowRegister(c, buf + 4096, 4096, &w, 0), ncclSuccess);
     if (!w) FAIL("NULL window");
+  } else if (!strcmp(mode, "ranges")) { /* argv[2]: the results wanted, "host,past,two,hole" (0, 1 = unhandled
+                                          * CUDA error with "Cuda failure 500", 4 = invalid argument) */
+    if (argc < 3) FAIL("usage: ranges WANT");
+    int want[4];
+    if (sscanf(argv[2], "%d,%d,%d,%d", &want[0], &want[1], &want[2], &want[3]) != 4) FAIL("bad WANT %s", argv[2]);
+    ncclComm_t c = one_rank();
+    const size_t M2 = (size_t)2 << 20;
+    /* 6 MiB reserved; 2 MiB allocations mapped at 0 and 2 MiB (two allocations back to back), none at
+     * 4 MiB: [0, 4 MiB) spans two allocations, [2, 6 MiB) runs into unmapped memory; a second reservation
+     * maps 0 and 4 MiB: [0, 6 MiB) has a hole in the middle */
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUdeviceptr va[2];
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location = prop.location;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for (int k = 0; k < 2; k++) {
+      if (cuMemAddressReserve(&va[k], 3 * M2, M2, 0, 0) != CUDA_SUCCESS) FAIL("cuMemAddressReserve");
+      for (int j = 0; j < 2; j++) {
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr at = va[k] + (k == 0 ? (size_t)j : 2 * (size_t)j) * M2;
+        if (cuMemCreate(&h, M2, &prop, 0) != CUDA_SUCCESS || cuMemMap(at, M2, 0, h, 0) != CUDA_SUCCESS ||
+            cuMemSetAccess(at, M2, &acc, 1) != CUDA_SUCCESS)
+          FAIL("map %d/%d", k, j);
+        cuMemRelease(h);
+      }
+    }
+    int host[4];
+    struct { const char *what; void *p; size_t n; } cs[4] = {
+      {"host", host, sizeof host},
+      {"past", (void *)(uintptr_t)(va[0] + M2), 2 * M2},
+      {"two", (void *)(uintptr_t)va[0], 2 * M2},
+      {"hole", (void *)(uintptr_t)va[1], 3 * M2},
+    };
+    for (int i = 0; i < 4; i++) {
+      ncclWindow_t w = NULL;
+      ncclResult_t r = ncclCommWindowRegister(c, cs[i].p, cs[i].n, &w, 0);
+      const char *le = ncclGetLastError(c);
+      printf("ranges %s -> %d (%s) win=%p\n", cs[i].what, (int)r, r ? le : "-", (void *)w);
+      if ((int)r != want[i]) FAIL("%s: %d, want %d", cs[i].what, (int)r, want[i]);
+      if (r == ncclUnhandledCudaError && !strstr(le, "Cuda failure 500")) FAIL("%s: last error %s", cs[i].what, le);
+      if (r == ncclSuccess && !w) FAIL("%s: NULL window", cs[i].what);
+      if (w) NCHECK(ncclCommWindowDeregister(c, w), ncclSuccess);
+    }
+    NCHECK(ncclCommDestroy(c), ncclSuccess);
+  } else if (!strcmp(mode, "revoke_reg")) { /* ranks as threads: revoke, then register (a window), then
+                                              * an all-reduce (ncclInvalidUsage) */
+    run_threads(revoke_reg_thread);
+  } else if (!strcmp(mode, "group_drop")) { /* one thread, 2 ranks: a call-time error drops the group */
+    ncclComm_t c[2];
+    float *b[2];
+    ncclWindow_t w[2] = {0};
+    NCHECK(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < 2; r++) { CCHECK(cudaSetDevice(r)); NCHECK(ncclCommInitRank(&c[r], 2, id, r), ncclSuccess); }
+    NCHECK(ncclGroupEnd(), ncclSuccess);
+    for (int r = 0; r < 2; r++) {
+      CCHECK(cudaSetDevice(r));
+      NCHECK(ncclMemAlloc((void **)&b[r], 1 << 21), ncclSuccess);
+      float v = (float)r + 1;
+      CCHECK(cudaMemcpy(b[r], &v, sizeof v, cudaMemcpyHostToDevice));
+    }
+    int simulate = nranks == 1; /* argv[2] = 1: end the group with ncclGroupSimulateEnd */
+    NCHECK(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < 2; r++) NCHECK(ncclCommWindowRegister(c[r], b[r], 1 << 21, &w[r], 0), ncclSuccess);
+    for (int r = 0; r < 2; r++) NCHECK(ncclAllReduce(b[r], b[r], 1, ncclFloat, ncclSum, c[r], NULL), ncclSuccess);
+    NCHECK(ncclAllReduce(b[0], b[0], 1, ncclFloat, (ncclRedOp_t)99, c[0], NULL), ncclInvalidArgument);
+    if (simulate) { ncclSimInfo_t si = NCCL_SIM_INFO_INITIALIZER; NCHECK(ncclGroupSimulateEnd(&si), ncclInvalidArgument); }
+    else NCHECK(ncclGroupEnd(), ncclInvalidArgument);
+    if (w[0] || w[1]) FAIL("dropped group: windows %p %p written", (void *)w[0], (void *)w[1]);
+    for (int r = 0; r < 2; r++) {
+      float v;
+      CCHECK(cudaStreamSynchronize(NULL));
+      CCHECK(cudaMemcpy(&v, b[r], sizeof v, cudaMemcpyDeviceToHost));
+      if (v != (float)r + 1) FAIL("dropped group: all-reduce ran (rank %d: %g)", r, v);
+    }
+    /* the communicators are intact: the same group again works */
+    NCHECK(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < 2; r++) NCHECK(ncclCommWindowRegister(c[r], b[r], 1 << 21, &w[r], 0), ncclSuccess);
+    for (int r = 0; r < 2; r++) NCHECK(ncclAllReduce(b[r], b[r], 1, ncclFloat, ncclSum, c[r], NULL), ncclSuccess);
+    NCHECK(ncclGroupEnd(), ncclSuccess);
+    if (!w[0] || !w[1]) FAIL("second group: windows %p %p", (void *)w[0], (void *)w[1]);
+    for (int r = 0; r < 2; r++) {
+      float v;
+      CCHECK(cudaSetDevice(r));
+      CCHECK(cudaStreamSynchronize(NULL));
+      CCHECK(cudaMemcpy(&v, b[r], sizeof v, cudaMemcpyDeviceToHost));
+      if (v != 3.0f) FAIL("second group: all-reduce %g on rank %d", v, r);
+    }
+    for (int r = 0; r < 2; r++) NCHECK(ncclCommDestroy(c[r]), ncclSuccess);
   } else if (!strcmp(mode, "space") || !strcmp(mode, "space_fork")) {
     if (argc < 7) FAIL("usage: %s NRANKS HALVES WANT MIB TAIL", mode);
     space_halves = atoi(argv[3]);
