@@ -415,6 +415,7 @@ struct ng_regreq {
   int sym_all;      /* the vote: every rank's rules say NCCL takes its symmetric path */
   ncclWindow_t repeat_of; /* NCCL without reuse: the live window registered with exactly these arguments */
   int space_full;   /* NCCL without reuse failed: its symmetric address space has no room (#2331) */
+  int group_failed; /* queued in an application group whose ncclGroupEnd failed: NCCL dropped the group */
   int decision;
   ncclResult_t result;
   double t0;

@@ -93,7 +93,10 @@ static void error_out(struct ng_regreq* r, int reason, ncclResult_t res) {
 static void fallback(struct ng_regreq* r, int reason, int agreed, int first_bad) {
   r->agreed_reason = reason;
   r->first_bad_rank = first_bad;
-  if (agreed == NG_R_NULL_WIN ||
+  if (agreed == NG_R_GROUP_FAILED) { /* NCCL dropped the group: nothing of it registers, on any rank */
+    r->decision = NG_D_ERROR;
+    r->result = ncclInvalidUsage;
+  } else if (agreed == NG_R_NULL_WIN ||
       ((agreed == NG_R_NULL_BUFF || agreed == NG_R_ZERO_SIZE) && ng_nccl_version() >= 22900)) {
     /* nowhere to write a window; or NCCL 2.29+'s own answer to a NULL buffer or size 0 (2.27 and
      * 2.28 answer success without registering: degraded below). The same error on every rank. */
@@ -140,6 +143,7 @@ static void phase_prepare(struct ng_regreq* reqs, int n) {
     r->decision = NG_D_REGISTER;
     r->result = ncclSuccess;
     int why = ng_check_reg_args(r); /* again: queued in a group, the comm may have gone since */
+    if (r->group_failed && !r->arg_reason) r->arg_reason = NG_R_GROUP_FAILED; /* a vote: refused on every rank */
     if (why != NG_R_OK) {
       error_out(r, why, ncclInvalidArgument);
       continue;
@@ -248,6 +252,7 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
   r->sym_all = sym;
   unsigned facts = (unsigned)v[NG_VOTE_FACTS];
   int reason = lowest_reason(always), bad = v[NG_VOTE_FIRST_BAD];
+  if (always & (1u << NG_R_GROUP_FAILED)) reason = NG_R_GROUP_FAILED; /* a dropped group never degrades */
   if (!reason && sym && facts) reason = lowest_reason(facts), bad = v[NG_VOTE_FACTS_FIRST_BAD];
   if (!reason && !v[NG_VOTE_NO_REPEAT] && r->repeat_of) {
     /* every rank has a live window registered with exactly these arguments (agreed: one rank serving the

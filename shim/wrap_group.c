@@ -47,6 +47,11 @@ static ncclResult_t group_end(ncclSimInfo_t* sim, int simulate) {
   int n = ng_tls.npending;
   ng_tls.pending = NULL;
   ng_tls.npending = ng_tls.cappending = 0;
+  /* NCCL drops a group in which a call failed (group.cc, 2.27.7 - 2.30.7): the registrations queued in
+   * it are refused too, agreed with the peers (whose own group may have succeeded) so that no rank
+   * registers alone */
+  if (res != ncclSuccess && res != ncclInProgress)
+    for (int i = 0; i < n; i++) reqs[i].group_failed = 1;
   ncclResult_t pres = ng_policy_register(reqs, n);
   free(reqs);
   if (res == ncclSuccess || res == ncclInProgress) return pres != ncclSuccess ? pres : res;

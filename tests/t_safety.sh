@@ -94,3 +94,14 @@ if [ "${NG_VARIANT:-plain}" = plain ]; then
     fail explore-tsan "TSan build failed: $(tail -3 "$T/tsan-build.log")"
   fi
 fi
+
+# a call-time error inside the application's group: NCCL drops the whole group (the fake follows
+# group.cc), so the registrations ncclguard held back until that group's end are refused on every rank
+# (agreed), never registered alone; the same group afterwards works (tests/fake/selftest.c group_drop,
+# one thread driving two ranks). At e32e22c ncclguard registered them after the failed group end.
+for m in 2 1; do
+  out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/gdrop$m.log" fake_run "$FAKE/selftest" group_drop $m 2>&1); rc=$?
+  nm=$([ $m = 1 ] && echo simulate-end || echo group-end)
+  [ $rc = 0 ] && [ "$(grep -c 'decision=error reason=group_failed' "$T/gdrop$m.log")" = 2 ] \
+    && pass "dropped-group-registrations-refused-$nm" || fail "dropped-group-registrations-refused-$nm" "rc=$rc $(echo "$out" | tail -2)"
+done

@@ -77,6 +77,7 @@ REASONS = (
     ("agree_failed", "WARN", "lib"),
     ("settings_mismatch", "WARN", "lib"),
     ("sym_space_full", "WARN", "lib"),
+    ("group_failed", "WARN", "lib"),
     ("shared_window", "INFO", "lib"),
     ("lazy_comm", "INFO", "hook"),
     ("warmup_no_comm", "WARN", "hook"),
