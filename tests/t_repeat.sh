@@ -39,6 +39,14 @@ NCCLGUARD_ON_FAILURE=error g fullerr -n 2 --times 2 --size 2G --halves
 [ $rc = 0 ] && both 'windows=1 of 2 first_fail=ncclInternalError' && [ "$(logs fullerr | grep -c 'decision=error reason=sym_space_full')" = 2 ] \
   && pass repeat-2.30-space-full-error-keeps-nccl-code || fail repeat-2.30-space-full-error-keeps-nccl-code "rc=$rc $out"
 
+# a repeat only some ranks hold (the last rank deregistered its window, the others did not): served from the
+# live window on no rank (agreed), every rank registers with NCCL again; a rank serving it alone would leave
+# its peer in NCCL's exchange (until the timeout)
+NCCLGUARD_TIMEOUT=4 g drop -n 2 --times 3 --size 1G --rank1-drops
+[ $rc = 0 ] && both 'windows=3 of 3 first_fail=ncclSuccess allreduce=ok dereg=ok' && ! logs drop | grep -q 'decision=reuse' \
+  && [ "$(logs drop | grep -c 'fn=ncclCommWindowRegister .*decision=register .*msg="registered"')" = 6 ] \
+  && pass repeat-2.30-one-rank-without-window-not-served || fail repeat-2.30-one-rank-without-window-not-served "rc=$rc $out $(logs drop | grep -E 'WARN|reuse' | head -2 | cut -c1-300)"
+
 # one rank: no round, its own vote decides
 g one -n 1 --times 12 --size 1G
 [ $rc = 0 ] && echo "$out" | grep -q 'windows=12 of 12' && [ "$(logs one | grep -c 'decision=reuse')" = 11 ] \

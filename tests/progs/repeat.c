@@ -2,9 +2,11 @@
  * (NVIDIA/nccl#2331, issue 20): NCCL 2.28/2.29 reuse the allocation, 2.30.7 reserves symmetric address
  * space of the whole allocation for every window and runs out. N ranks (fork; one: ncclCommInitAll).
  *
- *   repeat [-n RANKS] [--size BYTES] [--times K] [--halves]
+ *   repeat [-n RANKS] [--size BYTES] [--times K] [--halves] [--rank1-drops]
  *     --size     the buffer registered (default 2M; "24G" on an H200 reproduces the report)
  *     --halves   allocate 2 x size and register its two halves alternately
+ *     --rank1-drops  the last rank deregisters each window right after registering it: at the next
+ *                registration its peers hold a live window of the same arguments, it does not
  * Each rank registers K times, counts the windows it got, then runs an all-reduce on the buffer,
  * deregisters every window it got (each must succeed) and frees the buffer. Prints
  * "RESULT rank=R windows=W of K first_fail=<result> allreduce=<ok|wrong|error> dereg=<ok|fail>" and,
@@ -19,7 +21,7 @@
 
 #include "common.h"
 
-static int nranks = 1, times = 12, halves = 0;
+static int nranks = 1, times = 12, halves = 0, drops = 0;
 static size_t size = 2u << 20;
 static struct { volatile int ready; ncclUniqueId id; }* sh;
 
@@ -61,6 +63,7 @@ static int run_rank(int rank) {
       first_fail = r == ncclSuccess ? ncclInvalidUsage : r; /* success with a NULL window counts as no window */
       why = r == ncclSuccess ? "NULL window" : ng_last_error(c);
     }
+    if (drops && rank == nranks - 1 && w[i] && ncclCommWindowDeregister(c, w[i]) == ncclSuccess) w[i] = NULL;
   }
   const char* ar = ng_app_allreduce(c, (float*)buf, 1024, rank, nranks, 20000);
   int dereg_ok = 1;
@@ -81,8 +84,9 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--size") && i + 1 < argc) {
       if (ng_parse_size(argv[++i], &size)) return 2;
     } else if (!strcmp(argv[i], "--halves")) halves = 1;
+    else if (!strcmp(argv[i], "--rank1-drops")) drops = 1;
     else {
-      fprintf(stderr, "usage: repeat [-n RANKS] [--size BYTES] [--times K] [--halves]\n");
+      fprintf(stderr, "usage: repeat [-n RANKS] [--size BYTES] [--times K] [--halves] [--rank1-drops]\n");
       return 2;
     }
   }
