@@ -114,6 +114,33 @@ for v in 22903 23007; do
     && pass nonblocking-$v-ready-wait-registers || fail nonblocking-$v-ready-wait-registers "$(why nb-$v)"
 done
 
+# --- NCCLGUARD_RETRIES: NCCL says "invalid argument" while the communicator is not ready ------------
+# tests/progs/libnotready.so (preloaded after ncclguard, so between it and NCCL) answers the first
+# NOTREADY_FAILS registrations with ncclInvalidArgument and the next ncclCommGetAsyncError with
+# ncclInProgress: the one case ncclguard registers again for, at most NCCLGUARD_RETRIES times
+# nr NAME ARGS...: like g, with libnotready.so preloaded after ncclguard
+nr() {
+  n=$1; shift
+  out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/$n.%p.log" env LD_LIBRARY_PATH="$FAKE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM:$PROGS/libnotready.so" timeout -k 2 "$NG_TIMEOUT" "$NG" "$@" 2>"$T/$n.err"); rc=$?
+}
+if ! nm -D --defined-only "$PROGS/libnotready.so" 2>/dev/null | grep -q ' notready_active$'; then
+  echo "# skip retries-*: tests/progs/libnotready.so has no trampolines on $(uname -m) (x86-64, aarch64 only)"
+else
+NOTREADY_FAILS=2 NCCLGUARD_RETRIES=3 nr retry --expect-win nonnull
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && [ "$(logs retry | grep -c 'decision=retry .*communicator not ready')" = 4 ] \
+  && [ "$(logs retry | grep -c 'decision=register .*msg="registered"')" = 2 ] \
+  && pass retries-register-again-when-not-ready || fail retries-register-again-when-not-ready "$(why retry)"
+NOTREADY_FAILS=4 NCCLGUARD_RETRIES=3 nr retry-bound --expect-win null
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && [ "$(logs retry-bound | grep -c 'decision=retry ')" = 6 ] \
+  && [ "$(logs retry-bound | grep -c 'decision=degrade reason=nccl_error')" = 2 ] \
+  && pass retries-bounded-by-setting || fail retries-bounded-by-setting "$(why retry-bound)"
+NOTREADY_FAILS=1 NCCLGUARD_RETRIES=0 nr retry-off --expect-win null
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && ! lhas retry-off 'decision=retry ' \
+  && [ "$(logs retry-off | grep -c 'decision=degrade reason=nccl_error')" = 2 ] \
+  && pass retries-0-no-retry || fail retries-0-no-retry "$(why retry-off)"
+fi
+
 # --- misaligned offset (2.28: not a multiple of 4096 from the allocation base) ----------------------
 b mis-bare --offset 1000 --size 65536 --no-allreduce --timeout 10
 ! crashed $rc && [ $rc = 1 ] \
@@ -121,6 +148,19 @@ b mis-bare --offset 1000 --size 65536 --no-allreduce --timeout 10
   && pass misaligned-fails-without || fail misaligned-fails-without "rc=$rc $(echo "$out" | grep RESULT | tr '\n' ' ')"
 g mis --offset 1000 --size 65536 --iters 2
 [ $rc = 0 ] && lhas mis 'decision=degrade reason=misaligned' && pass misaligned-degrades || fail misaligned-degrades "$(why mis)"
+# 2.27: the allocation's base and size must be multiples of 2 MiB (docs/NCCL.md §2). --alloc small maps
+# 1 MiB of a 2 MiB handle (the fake CUDA allows a mapping below its granularity; real CUDA's is 2 MiB):
+# NCCL alone WARNs and answers a NULL window; ncclguard's preflight finds it first and degrades
+FAKE_NCCL_VERSION=22703 b small-bare --alloc small --size 1M --expect-win null
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && [ "$(grep -c 'requires a 2MB aligned allocation' "$T/small-bare.err")" = 2 ] \
+  && pass misaligned-2m-2.27-null-window-without || fail misaligned-2m-2.27-null-window-without "rc=$rc $(echo "$out" | grep RESULT | tr '\n' ' ')"
+FAKE_NCCL_VERSION=22703 g small --alloc small --size 1M --expect-win null
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && [ "$(logs small | grep -c 'decision=degrade reason=misaligned')" = 2 ] \
+  && ! grep -q 'requires a 2MB aligned' "$T/small.err" \
+  && pass misaligned-2m-2.27-degrades || fail misaligned-2m-2.27-degrades "$(why small)"
+FAKE_NCCL_VERSION=22809 g small-2.28 --alloc small --size 1M --expect-win nonnull
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && ! lhas small-2.28 'decision=(degrade|error)' \
+  && pass small-mapping-2.28-registers || fail small-mapping-2.28-registers "$(why small-2.28)"
 g mis4k --offset 4096 --size 65536 --expect-win nonnull
 [ $rc = 0 ] && lhas mis4k 'decision=register' && pass aligned-offset-registers || fail aligned-offset-registers "$(why mis4k)"
 

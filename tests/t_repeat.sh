@@ -47,6 +47,13 @@ NCCLGUARD_TIMEOUT=5 g drop -n 2 --times 3 --size 1G --drop-first-on 0
   && [ "$(logs drop | grep -c 'seq=1 .*decision=register')" = 2 ] && [ "$(logs drop | grep -c 'seq=2 .*decision=reuse')" = 2 ] \
   && ! logs drop | grep -q 'reason=timeout' \
   && pass repeat-2.30-live-on-some-ranks-agreed || fail repeat-2.30-live-on-some-ranks-agreed "rc=$rc $out $(logs drop | grep -E 'decision=' | cut -c1-200 | head -6)"
+# a repeat only some ranks hold (the last rank deregistered its window, the others did not): served from the
+# live window on no rank (agreed), every rank registers with NCCL again; a rank serving it alone would leave
+# its peer in NCCL's exchange (until the timeout)
+NCCLGUARD_TIMEOUT=4 g drops -n 2 --times 3 --size 1G --rank1-drops
+[ $rc = 0 ] && both 'windows=3 of 3 first_fail=ncclSuccess allreduce=ok dereg=ok' && ! logs drops | grep -q 'decision=reuse' \
+  && [ "$(logs drops | grep -c 'fn=ncclCommWindowRegister .*decision=register .*msg="registered"')" = 6 ] \
+  && pass repeat-2.30-one-rank-without-window-not-served || fail repeat-2.30-one-rank-without-window-not-served "rc=$rc $out $(logs drops | grep -E 'WARN|reuse' | head -2 | cut -c1-300)"
 
 # one rank: no round, its own vote decides
 g one -n 1 --times 12 --size 1G

@@ -45,6 +45,19 @@ NCCLGUARD_TIMEOUT=2 WRONGDATA_DELAY_MS=4000 w stalewin stalewin --wait 4
 nowrong && res 0 | grep -q 'win=null' && ! res 0 | grep -q 'reg=ncclSuccess' \
   && pass error-leaves-win-null || fail error-leaves-win-null "$(why stalewin)"
 
+# 4b. an application out of step (in one group rank 1 registers two windows, rank 0 one): the round's header
+# says so on both ranks (reason=out_of_step), the communicator is revoked, no window, the application's
+# all-reduce fails. The round itself pairs all-reduces of different lengths: the fakes' checker records that
+# in a file of this case's own
+mm_saved=${FAKE_NCCL_MISMATCH_FILE:-}
+export FAKE_NCCL_MISMATCH_FILE="$T/extra.mismatch"
+NCCLGUARD_TIMEOUT=4 w extra extra --wait 8
+export FAKE_NCCL_MISMATCH_FILE="$mm_saved"
+nowrong && [ "$(echo "$out" | grep -c 'reg=ncclInvalidUsage win=null allreduce=error')" = 2 ] \
+  && [ "$(logs extra | grep -c 'ranks out of step')" = 2 ] \
+  && [ "$(logs extra | grep -c 'fn=ncclCommWindowRegister .*decision=error reason=out_of_step')" = 3 ] \
+  && pass out-of-step-refused-on-every-rank || fail out-of-step-refused-on-every-rank "$(why extra)"
+
 # 5. agreement resources of destroyed communicators past the pool are freed (issue 19, case 6): 300
 # one-rank communicators alive per cycle, each with its own stream (a thread in the fakes)
 out=$(NCCLGUARD_LOG=warn fake_run "$PROGS/manycomm" -n 300 -c 5 2>"$T/many.err"); rc=$?

@@ -24,7 +24,9 @@ static void usage(FILE* f) {
     "  --nonblocking          config.blocking=0 (ncclCommInitRankConfig)\n"
     "  --wait-ready           nonblocking: poll ncclCommGetAsyncError until init is done before registering\n"
     "  --config               blocking init through ncclCommInitRankConfig (PyTorch's way)\n"
-    "  --alloc nccl|cuda|cuda0  ncclMemAlloc, cudaMalloc, or cudaMalloc on rank 0 only (default nccl)\n"
+    "  --alloc nccl|cuda|cuda0|small  ncclMemAlloc, cudaMalloc, cudaMalloc on rank 0 only (default nccl), or a\n"
+    "                         VMM mapping of only the size asked (cuMemMap of part of a 2 MiB handle; the fake\n"
+    "                         CUDA allows it: an allocation whose size is no multiple of 2 MiB)\n"
     "  --size BYTES           registered size (default 2M; K/M/G suffixes)\n"
     "  --offset BYTES         register buff+offset (multiple of 4)\n"
     "  --flags N              winFlags (default 1 = NCCL_WIN_COLL_SYMMETRIC)\n"
@@ -94,6 +96,7 @@ int main(int argc, char** argv) {
       if (!strcmp(optarg, "nccl")) opt.alloc = ALLOC_NCCL;
       else if (!strcmp(optarg, "cuda")) opt.alloc = ALLOC_CUDA;
       else if (!strcmp(optarg, "cuda0")) opt.alloc = ALLOC_CUDA0;
+      else if (!strcmp(optarg, "small")) opt.alloc = ALLOC_SMALL;
       else { fprintf(stderr, "ngtest: bad --alloc %s\n", optarg); return 2; }
       break;
     case O_SIZE:

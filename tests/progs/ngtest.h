@@ -6,7 +6,7 @@
 #include "common.h"
 
 enum ng_mode { MODE_PROC, MODE_THREAD, MODE_GROUP };
-enum ng_alloc { ALLOC_NCCL, ALLOC_CUDA, ALLOC_CUDA0 };
+enum ng_alloc { ALLOC_NCCL, ALLOC_CUDA, ALLOC_CUDA0, ALLOC_SMALL };
 enum ng_expect { EXPECT_ANY, EXPECT_NULL, EXPECT_NONNULL, EXPECT_OK, EXPECT_ERROR };
 
 struct ng_opts {
@@ -43,7 +43,7 @@ struct ng_tgt {
   void* base;          /* allocation */
   size_t off;          /* registered part starts at base + off */
   size_t alloc_size;
-  int alloc_nccl;      /* 1: ncclMemAlloc, 0: cudaMalloc */
+  int alloc_nccl;      /* 1: ncclMemAlloc, 0: cudaMalloc, 2: a VMM mapping of part of a handle (--alloc small) */
   ncclWindow_t win, win2;
   ncclResult_t reg_rc;
   int registered;      /* the registration step ran */

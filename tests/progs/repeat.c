@@ -2,11 +2,13 @@
  * (NVIDIA/nccl#2331, issue 20): NCCL 2.28/2.29 reuse the allocation, 2.30.7 reserves symmetric address
  * space of the whole allocation for every window and runs out. N ranks (fork; one: ncclCommInitAll).
  *
- *   repeat [-n RANKS] [--size BYTES] [--times K] [--halves]
+ *   repeat [-n RANKS] [--size BYTES] [--times K] [--halves] [--drop-first-on R] [--rank1-drops]
  *     --size     the buffer registered (default 2M; "24G" on an H200 reproduces the report)
  *     --halves   allocate 2 x size and register its two halves alternately
  *     --drop-first-on R   rank R deregisters its first window right after registering it (its peers keep
  *                theirs): the next registration is a repeat of a live window on the peers only
+ *     --rank1-drops  the last rank deregisters each window right after registering it: at the next
+ *                registration its peers hold a live window of the same arguments, it does not
  * Each rank registers K times, counts the windows it got, then runs an all-reduce on the buffer,
  * deregisters every window it got (each must succeed) and frees the buffer. Prints
  * "RESULT rank=R windows=W of K first_fail=<result> allreduce=<ok|wrong|error> dereg=<ok|fail>" and,
@@ -21,7 +23,7 @@
 
 #include "common.h"
 
-static int nranks = 1, times = 12, halves = 0, drop_on = -1;
+static int nranks = 1, times = 12, halves = 0, drop_on = -1, drops = 0;
 static size_t size = 2u << 20;
 static struct { volatile int ready; ncclUniqueId id; }* sh;
 
@@ -68,6 +70,7 @@ static int run_rank(int rank) {
       first_fail = r == ncclSuccess ? ncclInvalidUsage : r; /* success with a NULL window counts as no window */
       why = r == ncclSuccess ? "NULL window" : ng_last_error(c);
     }
+    if (drops && rank == nranks - 1 && w[i] && ncclCommWindowDeregister(c, w[i]) == ncclSuccess) w[i] = NULL;
   }
   const char* ar = ng_app_allreduce(c, (float*)buf, 1024, rank, nranks, 20000);
   int dereg_ok = 1;
@@ -89,8 +92,10 @@ int main(int argc, char** argv) {
       if (ng_parse_size(argv[++i], &size)) return 2;
     } else if (!strcmp(argv[i], "--halves")) halves = 1;
     else if (!strcmp(argv[i], "--drop-first-on") && i + 1 < argc) drop_on = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--rank1-drops")) drops = 1;
     else {
-      fprintf(stderr, "usage: repeat [-n RANKS] [--size BYTES] [--times K] [--halves] [--drop-first-on R]\n");
+      fprintf(stderr, "usage: repeat [-n RANKS] [--size BYTES] [--times K] [--halves] [--drop-first-on R] "
+                      "[--rank1-drops]\n");
       return 2;
     }
   }

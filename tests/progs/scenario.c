@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,8 +200,27 @@ static int alloc_buf(struct ng_rank* q, struct ng_tgt* t, int use_nccl, size_t b
   t->alloc_size = bytes;
   t->alloc_nccl = use_nccl;
   cudaSetDevice(q->dev);
-  ng_step(q, use_nccl ? "ncclMemAlloc" : "cudaMalloc");
-  if (use_nccl) {
+  ng_step(q, use_nccl == 2 ? "cuMemMap" : use_nccl ? "ncclMemAlloc" : "cudaMalloc");
+  if (use_nccl == 2) { /* --alloc small: `bytes` mapped from a larger handle (libcuda.so.1's VMM API) */
+    void* cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    typedef int (*create_t)(unsigned long long*, size_t, const void*, unsigned long long);
+    typedef int (*reserve_t)(unsigned long long*, size_t, size_t, unsigned long long, unsigned long long);
+    typedef int (*map_t)(unsigned long long, size_t, size_t, unsigned long long, unsigned long long);
+    create_t create = cu ? (create_t)dlsym(cu, "cuMemCreate") : NULL;
+    reserve_t reserve = cu ? (reserve_t)dlsym(cu, "cuMemAddressReserve") : NULL;
+    map_t map = cu ? (map_t)dlsym(cu, "cuMemMap") : NULL;
+    /* CUmemAllocationProp: type PINNED (1), location DEVICE (1) q->dev; the rest zero */
+    struct { int type, handle_types, loc_type, loc_id; char rest[64]; } prop = {1, 0, 1, q->dev, {0}};
+    size_t hsize = (bytes / (2u << 20) + 1) * (2u << 20);
+    unsigned long long h = 0, va = 0;
+    if (!create || !reserve || !map || create(&h, hsize, &prop, 0) || reserve(&va, hsize, 0, 0, 0) ||
+        map(va, bytes, 0, h, 0)) {
+      fail(q, "cuMemCreate/cuMemAddressReserve/cuMemMap of %zu bytes failed", bytes);
+      t->base = NULL;
+      return -1;
+    }
+    t->base = (void*)(uintptr_t)va; /* never unmapped: the process ends */
+  } else if (use_nccl) {
     NCALL(q, 1, rc, ncclMemAlloc(&t->base, bytes), "ncclMemAlloc(size=%zu)", bytes);
     if (rc != ncclSuccess) { fail(q, "ncclMemAlloc: %s", ng_rc_name(rc)); t->base = NULL; return -1; }
   } else if (cu(q, cudaMalloc(&t->base, bytes), "cudaMalloc")) {
@@ -208,7 +228,7 @@ static int alloc_buf(struct ng_rank* q, struct ng_tgt* t, int use_nccl, size_t b
     return -1;
   }
   ng_say("rank %d/%d: buffer %p (%s, %zu bytes), registered part %p + %zu bytes", q->rank, q->nranks, t->base,
-         use_nccl ? "ncclMemAlloc" : "cudaMalloc", bytes, (void*)((char*)t->base + t->off), opt.size);
+         use_nccl == 2 ? "cuMemMap" : use_nccl ? "ncclMemAlloc" : "cudaMalloc", bytes, (void*)((char*)t->base + t->off), opt.size);
   return 0;
 }
 
@@ -216,7 +236,7 @@ static void phase_alloc(struct ng_rank* r, int n) {
   for (int i = 0; i < n; i++) {
     struct ng_rank* q = &r[i];
     if (q->fatal) continue;
-    int use_nccl = opt.alloc == ALLOC_NCCL || (opt.alloc == ALLOC_CUDA0 && q->rank != 0);
+    int use_nccl = opt.alloc == ALLOC_SMALL ? 2 : opt.alloc == ALLOC_NCCL || (opt.alloc == ALLOC_CUDA0 && q->rank != 0);
     q->tgt[0].off = opt.offset;
     alloc_buf(q, &q->tgt[0], use_nccl, opt.size + opt.offset);
   }
@@ -564,6 +584,7 @@ static void phase_teardown(struct ng_rank* r, int n, int k) {
       if (opt.dereg_after_destroy) { destroy(q, t, k); dereg(q, t, k); }
       else { dereg(q, t, k); destroy(q, t, k); }
     }
+    if (t->base && t->alloc_nccl == 2) t->base = NULL; /* --alloc small: left mapped */
     if (t->base) {
       ng_step(q, "free");
       if (t->alloc_nccl) {

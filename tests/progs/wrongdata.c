@@ -12,6 +12,8 @@
  *                       register a cudaMalloc buffer (refused on NCCL's symmetric path)
  *   wrongdata stalewin  rank 0 is held WRONGDATA_DELAY_MS inside NCCL's registration past
  *                       NCCLGUARD_TIMEOUT (the watchdog revokes it after NCCL wrote its window)
+ *   wrongdata extra     an application out of step: in one group, rank 0 registers one window, rank 1
+ *                       two (the halves of its buffer); the round's header differs (its count)
  * Before the registration the ranks run one all-reduce (the communicator is warm, as in a job).
  * Each rank prints "RESULT rank=R reg=<result> win=<null|set> allreduce=<ok|error|hang|wrong>"; the
  * application's all-reduce is waited for --wait SEC (default 8) and "hang" if it did not end.
@@ -66,7 +68,16 @@ static int run_rank(int rank) {
   if (faulty && (!strcmp(mode, "slow") || !strcmp(mode, "stalewin")))
     setenv("FAKE_NCCL_REG_DELAY_MS", delay ? delay : "2500", 1);
   ncclWindow_t w = (ncclWindow_t)(uintptr_t)0x5a5a5a5a; /* a caller's uninitialised variable */
-  r = ncclCommWindowRegister(c, buf, 1 << 21, &w, NCCL_WIN_COLL_SYMMETRIC);
+  if (!strcmp(mode, "extra")) {
+    ncclWindow_t w2 = NULL;
+    ncclGroupStart();
+    r = ncclCommWindowRegister(c, buf, 1 << 20, &w, NCCL_WIN_COLL_SYMMETRIC);
+    if (faulty) ncclCommWindowRegister(c, (char*)buf + (1 << 20), 1 << 20, &w2, NCCL_WIN_COLL_SYMMETRIC);
+    ncclResult_t e = ncclGroupEnd();
+    if (r == ncclSuccess) r = e;
+  } else {
+    r = ncclCommWindowRegister(c, buf, 1 << 21, &w, NCCL_WIN_COLL_SYMMETRIC);
+  }
   unsetenv("FAKE_CUDA_OOM_BELOW");
   unsetenv("FAKE_NCCL_REG_DELAY_MS");
   const char* win = w == NULL ? "null" : w == (ncclWindow_t)(uintptr_t)0x5a5a5a5a ? "untouched" : "set";
@@ -79,7 +90,7 @@ static int run_rank(int rank) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: wrongdata oom|slow|settings|stalewin [--wait SEC] [--timeout SEC]\n");
+    fprintf(stderr, "usage: wrongdata oom|slow|settings|stalewin|extra [--wait SEC] [--timeout SEC]\n");
     return 2;
   }
   mode = argv[1];
