@@ -166,7 +166,7 @@ void ng_reg_comm_set_state(ncclComm_t comm, int state) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);
   /* a tombstone's state never goes back: NCCL must not see a destroyed communicator again */
-  if (e && e->v.state != NG_COMM_DESTROYED && e->v.state != NG_COMM_ABORTED) e->v.state = state;
+  if (e && !ng_comm_gone(&e->v)) e->v.state = state;
   pthread_mutex_unlock(&lock);
 }
 
@@ -238,10 +238,13 @@ void ng_reg_comm_stuck(ncclComm_t comm, int delta) {
   pthread_mutex_unlock(&lock);
 }
 
+/* ncclguard may still call NCCL on it: not being aborted or destroyed, not a tombstone */
+static int alive(const struct comm_ent* e) { return !e->v.aborting && !ng_comm_gone(&e->v); }
+
 int ng_reg_comm_enter(ncclComm_t comm) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);
-  int ok = e && !e->v.aborting && e->v.state != NG_COMM_DESTROYED && e->v.state != NG_COMM_ABORTED;
+  int ok = e && alive(e);
   if (ok) e->inflight++;
   pthread_mutex_unlock(&lock);
   return ok;
@@ -265,7 +268,7 @@ int ng_reg_comm_inflight(ncclComm_t comm) {
 int ng_reg_comm_usable(ncclComm_t comm) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);
-  int ok = !e || (!e->v.aborting && e->v.state != NG_COMM_DESTROYED && e->v.state != NG_COMM_ABORTED);
+  int ok = !e || alive(e);
   pthread_mutex_unlock(&lock);
   return ok;
 }
@@ -291,7 +294,7 @@ void ng_reg_res_release(ncclComm_t comm, const struct ng_agree_res* res) {
   struct comm_ent* e = find(comm);
   if (e && e->agree_in_use) {
     e->agree_in_use = 0;
-    int gone = e->v.state == NG_COMM_DESTROYED || e->v.state == NG_COMM_ABORTED;
+    int gone = ng_comm_gone(&e->v);
     if (!gone) e->agree = *res;
     else pool_add_locked(e->v.dev, res); /* the pool hands out idle resources only (a device never
                                             learnt, -1: kept, never handed out) */
@@ -324,7 +327,7 @@ void ng_reg_comm_tombstone(ncclComm_t comm, int state) {
     ncclComm_t evict = tomb_ring[tomb_next % NG_TOMBSTONES];
     tomb_ring[tomb_next++ % NG_TOMBSTONES] = comm;
     struct comm_ent* old = evict && evict != comm ? find(evict) : NULL;
-    if (old && (old->v.state == NG_COMM_DESTROYED || old->v.state == NG_COMM_ABORTED)) {
+    if (old && ng_comm_gone(&old->v)) {
       if (old->agree_in_use) old->evict_pending = 1;
       else {
         HASH_DEL(comms, old);
