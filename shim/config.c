@@ -59,10 +59,11 @@ void ng_dump_config(void) {
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* Every lock of ncclguard's is taken before fork() and released after it in both processes (in this
- * order, which no thread nests the other way: resolution, registry, watchdog, log file), so the child
+ * order, which no thread nests the other way: resolution, routing, registry, watchdog, log file), so the child
  * never inherits one held; the child then starts its state afresh. */
 static void fork_prepare(void) {
   ng_real_fork_lock(1);
+  ng_route_fork_lock(1);
   ng_reg_fork_lock(1);
   ng_watch_fork_lock(1);
   ng_log_fork_lock(1);
@@ -72,6 +73,7 @@ static void fork_release(void) {
   ng_log_fork_lock(0);
   ng_watch_fork_lock(0);
   ng_reg_fork_lock(0);
+  ng_route_fork_lock(0);
   ng_real_fork_lock(0);
 }
 

@@ -39,7 +39,13 @@
 
 #include "guard.h"
 
-#if defined(__x86_64__) && !defined(NG_NO_IFUNC)
+/* The interposer's entry points: x86_64 assembly (NG_NO_DLSYM_ASM builds a library without them, as on
+ * another architecture: tests/t_dlsym.sh checks the ctypes hook there) */
+#if defined(__x86_64__) && !defined(NG_NO_IFUNC) && !defined(NG_NO_DLSYM_ASM)
+#define NG_DLSYM_ASM 1
+#endif
+
+#ifdef NG_DLSYM_ASM
 
 /* The next dlsym and dlvsym, set once (idempotent: racing threads store the same values). Read by the
  * assembly below: not static. */
@@ -90,6 +96,20 @@ void* ng_dl_sym(void* handle, const char* name) {
   return ((void* (*)(void*, const char*))ng_next_dlsym)(handle, name);
 }
 
+static void* next_sym(void* handle, const char* name) {
+  return ((void* (*)(void*, const char*))ng_next_dlsym)(handle, name);
+}
+static void* next_vsym(void* handle, const char* name, const char* version) {
+  return ((void* (*)(void*, const char*, const char*))ng_next_dlvsym)(handle, name, version);
+}
+#elif !defined(NG_NO_IFUNC) /* another architecture: no interposer; glibc's own dlsym is the next one */
+static inline void ensure_init(void) {}
+void* ng_dl_sym(void* handle, const char* name) { return dlsym(handle, name); }
+static void* next_sym(void* handle, const char* name) { return dlsym(handle, name); }
+static void* next_vsym(void* handle, const char* name, const char* version) { return dlvsym(handle, name, version); }
+#endif
+
+#ifndef NG_NO_IFUNC
 /* ---- the decision ---------------------------------------------------------------------------- */
 struct wrapped { const char* name; void* self; };
 #define NG_PLAIN_ENTRY(f) {#f, (void*)&ng_self_##f},
@@ -160,8 +180,7 @@ __attribute__((used)) void* ng_dlsym_pick(void* handle, const char* name, const 
   if (ng_cfg.dlsym && !ng_cfg.disable && dlinfo(handle, RTLD_DI_LINKMAP, &m) == 0 && m && is_libnccl(m)) {
     const void* fwd = ng_real_lib_base(); /* may load nothing, but may call dlopen/dlsym: before the lookup */
     /* glibc's own lookup last: the dlerror state is the one it leaves */
-    void* r = v ? ((void* (*)(void*, const char*, const char*))ng_next_dlvsym)(handle, name, version)
-                : ((void* (*)(void*, const char*))ng_next_dlsym)(handle, name);
+    void* r = v ? next_vsym(handle, name, version) : next_sym(handle, name);
     Dl_info di; /* dladdr leaves dlerror alone */
     if (r && dladdr(r, &di) && fwd && di.dli_fbase == fwd) {
       answer = self;
@@ -174,6 +193,15 @@ __attribute__((used)) void* ng_dlsym_pick(void* handle, const char* name, const 
   return answer;
 }
 
+/* The lookup of the Python package's ctypes hook (python/ncclguard/_boot.py): with ncclguard loaded into a
+ * running interpreter (NCCLGUARD=1, `import ncclguard`) rather than preloaded, glibc's dlsym comes first in
+ * the global scope and the entry points below are never called; ctypes.CDLL's attribute lookup then asks
+ * this function, which answers as they would: ncclguard's function for a wrapped name on the handle of the
+ * libnccl ncclguard forwards to, else NULL (keep glibc's answer). Every architecture. */
+NG_API void* ncclguard_handle_sym(void* handle, const char* name) { return ng_dlsym_pick(handle, name, NULL, 0); }
+#endif /* !NG_NO_IFUNC */
+
+#ifdef NG_DLSYM_ASM
 /* The entry points. On entry %rsp is 8 mod 16; the arguments are saved across the call to the decision
  * and restored for the jump, so that the next dlsym sees the caller's return address and arguments. */
 #define NG_ENDBR ".byte 0xf3, 0x0f, 0x1e, 0xfa\n" /* endbr64: a no-op without CET */
@@ -217,6 +245,6 @@ __asm__(".text\n"
         ".cfi_endproc\n"
         ".size dlvsym, .-dlvsym\n");
 
-#else /* another architecture, or the shim linked into a test program: no interposer */
+#elif defined(NG_NO_IFUNC) /* the shim linked into a test program: no interposer */
 void* ng_dl_sym(void* handle, const char* name) { return dlsym(handle, name); }
 #endif

@@ -107,6 +107,22 @@ static inline const char* ng_basename(const char* path) {
   return b;
 }
 
+/* ---- calls of another libnccl (route.c) -------------------------------------------------- */
+/* For a wrapper called from `ra` (its return address): NULL when the caller is not inside a libnccl
+ * other than the one ncclguard forwards to (the common case: a few compares, no lock); else that
+ * library's own function `id`, or NG_FOREIGN_MISSING when it has none. */
+void* ng_foreign(const void* ra, enum ng_real_id id);
+#define NG_FOREIGN_MISSING ((void*)1)
+void ng_route_fork_lock(int on);
+/* First statement of every wrapper: a call made by another libnccl (its own internal call of a public
+ * function, bound to ncclguard through the global scope) goes to that library, untouched. */
+#define NG_FOREIGN(fn, ...)                                                                        \
+  do {                                                                                             \
+    void* ng_ff_ = ng_foreign(__builtin_return_address(0), NG_ID_##fn);                           \
+    if (__builtin_expect(ng_ff_ != NULL, 0))                                                        \
+      return ng_ff_ == NG_FOREIGN_MISSING ? ncclInvalidUsage : ((__typeof__(&fn))ng_ff_)(__VA_ARGS__); \
+  } while (0)
+
 /* Call the real function `fn` with the in-NCCL guard held; `res` receives its result. */
 #define NG_CALL(res, fn, ...)                                                   \
   do {                                                                          \

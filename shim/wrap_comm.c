@@ -110,6 +110,7 @@ static uint64_t id_cid(const ncclUniqueId* ids, int n) {
 }
 
 NG_API ncclResult_t ncclCommInitRank(ncclComm_t* newcomm, int nranks, ncclUniqueId commId, int rank) {
+  NG_FOREIGN(ncclCommInitRank, newcomm, nranks, commId, rank);
   ncclResult_t res;
   if (ng_bypass()) {
     NG_CALL(res, ncclCommInitRank, newcomm, nranks, commId, rank);
@@ -124,6 +125,7 @@ NG_API ncclResult_t ncclCommInitRank(ncclComm_t* newcomm, int nranks, ncclUnique
 
 NG_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                            ncclConfig_t* config) {
+  NG_FOREIGN(ncclCommInitRankConfig, comm, nranks, commId, rank, config);
   ncclResult_t res;
   if (ng_bypass()) {
     NG_CALL(res, ncclCommInitRankConfig, comm, nranks, commId, rank, config);
@@ -140,6 +142,7 @@ NG_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUni
 /* exported through shim/exports.c */
 NG_OPT_API ncclResult_t NG_OPT(ncclCommInitRankScalable)(ncclComm_t* newcomm, int nranks, int myrank, int nId,
                                              ncclUniqueId* commIds, ncclConfig_t* config) {
+  NG_FOREIGN(ncclCommInitRankScalable, newcomm, nranks, myrank, nId, commIds, config);
   ncclResult_t res;
   if (ng_bypass()) {
     NG_CALL(res, ncclCommInitRankScalable, newcomm, nranks, myrank, nId, commIds, config);
@@ -155,6 +158,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommInitRankScalable)(ncclComm_t* newcomm, in
 }
 
 NG_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  NG_FOREIGN(ncclCommInitAll, comms, ndev, devlist);
   ncclResult_t res;
   if (ng_bypass()) {
     NG_CALL(res, ncclCommInitAll, comms, ndev, devlist);
@@ -182,6 +186,7 @@ static uint64_t child_cid(ncclComm_t parent, int which, int color) {
 }
 
 NG_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  NG_FOREIGN(ncclCommSplit, comm, color, key, newcomm, config);
   ncclResult_t res;
   if (ng_bypass()) {
     NG_CALL(res, ncclCommSplit, comm, color, key, newcomm, config);
@@ -208,6 +213,7 @@ NG_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
 /* exported through shim/exports.c */
 NG_OPT_API ncclResult_t NG_OPT(ncclCommShrink)(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                                    ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  NG_FOREIGN(ncclCommShrink, comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
   ncclResult_t res;
   if (ng_bypass()) {
     NG_CALL(res, ncclCommShrink, comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
@@ -234,6 +240,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommShrink)(ncclComm_t comm, int* excludeRank
 /* exported through shim/exports.c */
 NG_OPT_API ncclResult_t NG_OPT(ncclCommGrow)(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
                                  ncclComm_t* newcomm, ncclConfig_t* config) {
+  NG_FOREIGN(ncclCommGrow, comm, nRanks, uniqueId, rank, newcomm, config);
   ncclResult_t res;
   if (ng_bypass()) {
     NG_CALL(res, ncclCommGrow, comm, nRanks, uniqueId, rank, newcomm, config);
@@ -387,6 +394,7 @@ static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t c
 }
 
 NG_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  NG_FOREIGN(ncclCommFinalize, comm);
   ncclResult_t res;
   if (ng_bypass()) {
     NG_CALL(res, ncclCommFinalize, comm);
@@ -396,6 +404,7 @@ NG_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 }
 
 NG_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  NG_FOREIGN(ncclCommDestroy, comm);
   ncclResult_t res;
   if (ng_bypass()) {
     NG_CALL(res, ncclCommDestroy, comm);
@@ -405,6 +414,7 @@ NG_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 }
 
 NG_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  NG_FOREIGN(ncclCommAbort, comm);
   ncclResult_t res;
   if (ng_bypass()) {
     NG_CALL(res, ncclCommAbort, comm);
@@ -415,6 +425,7 @@ NG_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 /* exported through shim/exports.c */
 NG_OPT_API ncclResult_t NG_OPT(ncclCommRevoke)(ncclComm_t comm, int revokeFlags) {
+  NG_FOREIGN(ncclCommRevoke, comm, revokeFlags);
   ncclResult_t res;
   if (ng_bypass()) {
     NG_CALL(res, ncclCommRevoke, comm, revokeFlags);
@@ -448,6 +459,7 @@ static ncclResult_t suspend_resume(const char* fn, ncclComm_t comm, int flags, i
 
 /* exported through shim/exports.c */
 NG_OPT_API ncclResult_t NG_OPT(ncclCommSuspend)(ncclComm_t comm, int flags) {
+  NG_FOREIGN(ncclCommSuspend, comm, flags);
   ncclResult_t res;
   if (ng_bypass()) {
     NG_CALL(res, ncclCommSuspend, comm, flags);
@@ -458,6 +470,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommSuspend)(ncclComm_t comm, int flags) {
 
 /* exported through shim/exports.c */
 NG_OPT_API ncclResult_t NG_OPT(ncclCommResume)(ncclComm_t comm) {
+  NG_FOREIGN(ncclCommResume, comm);
   ncclResult_t res;
   if (ng_bypass()) {
     NG_CALL(res, ncclCommResume, comm);

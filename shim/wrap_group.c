@@ -16,6 +16,7 @@
 __thread struct ng_tls ng_tls;
 
 NG_API ncclResult_t ncclGroupStart(void) {
+  NG_FOREIGN(ncclGroupStart);
   ncclResult_t res;
   ng_init();
   if (ng_cfg.disable || ng_tls.in_nccl) {
@@ -58,9 +59,9 @@ static ncclResult_t group_end(ncclSimInfo_t* sim, int simulate) {
   return res;
 }
 
-NG_API ncclResult_t ncclGroupEnd(void) { return group_end(NULL, 0); }
+NG_API ncclResult_t ncclGroupEnd(void) { NG_FOREIGN(ncclGroupEnd); return group_end(NULL, 0); }
 /* exported through shim/exports.c */
-NG_OPT_API ncclResult_t NG_OPT(ncclGroupSimulateEnd)(ncclSimInfo_t* simInfo) { return group_end(simInfo, 1); }
+NG_OPT_API ncclResult_t NG_OPT(ncclGroupSimulateEnd)(ncclSimInfo_t* simInfo) { NG_FOREIGN(ncclGroupSimulateEnd, simInfo); return group_end(simInfo, 1); }
 
 /* ncclguard's own functions, for dlsym on libnccl's handle (dlsym.c) */
 NG_SELF(ncclGroupStart) NG_SELF(ncclGroupEnd)

@@ -34,6 +34,7 @@ static int queue(struct ng_regreq* r) {
 /* exported through shim/exports.c */
 NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowRegister)(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
                                            int winFlags) {
+  NG_FOREIGN(ncclCommWindowRegister, comm, buff, size, win, winFlags);
   ncclResult_t res;
   if (ng_bypass()) {
     double t0 = ng_now_us();
@@ -96,6 +97,7 @@ static int dereg_answered(const char* fn, ncclComm_t comm, double t0, struct ng_
 
 /* exported through shim/exports.c */
 NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowDeregister)(ncclComm_t comm, ncclWindow_t win) {
+  NG_FOREIGN(ncclCommWindowDeregister, comm, win);
   ncclResult_t res;
   double t0 = ng_now_us();
   if (ng_bypass()) {
@@ -157,6 +159,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowDeregister)(ncclComm_t comm, ncclWi
 }
 
 NG_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  NG_FOREIGN(ncclCommRegister, comm, buff, size, handle);
   ncclResult_t res;
   double t0 = ng_now_us();
   if (ng_bypass()) {
@@ -182,6 +185,7 @@ NG_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t s
 }
 
 NG_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  NG_FOREIGN(ncclCommDeregister, comm, handle);
   ncclResult_t res;
   double t0 = ng_now_us();
   if (ng_bypass()) {
@@ -200,6 +204,7 @@ NG_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
 /* exported through shim/exports.c */
 NG_OPT_API ncclResult_t NG_OPT(ncclDevCommCreate)(ncclComm_t comm, struct ncclDevCommRequirements const* reqs,
                                       struct ncclDevComm* outDevComm) {
+  NG_FOREIGN(ncclDevCommCreate, comm, reqs, outDevComm);
   ncclResult_t res;
   double t0 = ng_now_us();
   if (ng_bypass()) {
@@ -232,6 +237,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclDevCommCreate)(ncclComm_t comm, struct ncclDe
 
 /* exported through shim/exports.c */
 NG_OPT_API ncclResult_t NG_OPT(ncclDevCommDestroy)(ncclComm_t comm, struct ncclDevComm const* devComm) {
+  NG_FOREIGN(ncclDevCommDestroy, comm, devComm);
   ncclResult_t res;
   double t0 = ng_now_us();
   if (ng_bypass()) {

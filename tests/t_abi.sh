@@ -11,7 +11,7 @@ if make -s -C "$NG_ROOT" BUILD="$T/nohdr" SAN="" CFLAGS="-O2 -g -I$T/poison" NCC
   pass lib-builds-without-nccl-or-cuda-headers
 else fail lib-builds-without-nccl-or-cuda-headers "$(tail -5 "$T/nohdr.log")"; fi
 # the map's names: the wrapped NCCL functions and dlsym/dlvsym (x86_64 only: shim/dlsym.c)
-want=$(sed -n 's/^ *\([a-z][A-Za-z]*\);$/\1/p' "$NG_ROOT/shim/ncclguard.map" | sort | tr '\n' ' ')
+want=$(sed -n 's/^ *\([a-z][A-Za-z_]*\);$/\1/p' "$NG_ROOT/shim/ncclguard.map" | sort | tr '\n' ' ')
 [ "$(uname -m)" = x86_64 ] || want=$(echo "$want" | tr ' ' '\n' | grep -v '^dl' | tr '\n' ' ')
 got=$(nm -D --defined-only "$T/nohdr/libncclguard.so" 2>/dev/null | awk '{print $3}' | sort | tr '\n' ' ')
 got2=$(nm -D --defined-only "$SHIM" | awk '$3 ~ /^(nccl|dl)/ {print $3}' | sort | tr '\n' ' ')

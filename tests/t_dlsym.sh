@@ -51,7 +51,7 @@ g init "$DH" "$NCCL" init
   && pass dlsym-handle-init-and-registration-guarded || fail dlsym-handle-init-and-registration-guarded "$(why init)"
 
 # --- every other lookup as glibc answers it; every wrapped name redirected, on dlsym and dlvsym -------------
-names=$(sed -n '/global:/,/local:/p' "$NG_ROOT/shim/ncclguard.map" | grep -o 'nccl[A-Za-z]*')
+names=$(sed -n '/global:/,/local:/p' "$NG_ROOT/shim/ncclguard.map" | grep -o 'nccl[A-Z][A-Za-z]*')
 out_b=$(echo $names | bare_run "$DH" "$VNCCL" lookups NCCL_FAKE 2>&1)
 g look sh -c "echo $(echo $names) | \"$DH\" \"$VNCCL\" lookups NCCL_FAKE"
 other_b=$(echo "$out_b" | grep -v 'RESULT name'); other_g=$(echo "$out" | grep -v 'RESULT name')
@@ -98,4 +98,88 @@ if "$PY" -c 'import ctypes' 2>/dev/null; then
     && ! lhas pyinit 'fn=ncclAllReduce' && pass ctypes-init-and-registration-guarded || fail ctypes-init-and-registration-guarded "$(why pyinit)"
 else
   echo "# skip ctypes: $PY has no ctypes"
+fi
+
+# --- two copies of libnccl, the second loaded by path (vLLM's VLLM_NCCL_SO_PATH beside PyTorch's) --------------
+# The second copy's own calls of its public functions (ncclCommDestroy deregistering what is still registered)
+# bind to ncclguard's wrappers through the global scope; they must reach that copy (shim/route.c), never the
+# copy ncclguard forwards to. Both RTLD_LOCAL (PyTorch and ctypes): NCCL alone binds them to the copy itself.
+# The first copy RTLD_GLOBAL (a linked program): NCCL alone binds them to the first copy (which does not know
+# the communicator: ncclInvalidArgument, the window left registered); ncclguard sends them to their own copy.
+mkdir -p "$T/second" && cp "$NCCL" "$T/second/libnccl.so.2"
+own() { echo "$1" | grep -c "ncclCommWindowDeregister(.*) -> ncclSuccess internal"; }
+ownb() { echo "$1" | grep -c "ncclCommDeregister(.*) -> ncclSuccess internal"; }
+for mode in local global; do
+  b env FAKE_NCCL_TRACE=1 "$DH" "$NCCL" two "$T/second/libnccl.so.2" $mode
+  out_bare=$out
+  g two$mode env FAKE_NCCL_TRACE=1 "$DH" "$NCCL" two "$T/second/libnccl.so.2" $mode
+  res='RESULT two a=0,0,0,0,0 b=0,0,0,0,0,0'
+  if [ $mode = local ]; then
+    [ "$(own "$out_bare")" = 2 ] && [ "$(ownb "$out_bare")" = 1 ] && pass two-libnccl-local-bare-each-its-own \
+      || fail two-libnccl-local-bare-each-its-own "$(echo "$out_bare" | grep -E 'Dereg|RESULT')"
+  else
+    echo "$out_bare" | grep -q 'ncclCommDeregister(.*) -> ncclInvalidArgument$' && pass two-libnccl-global-bare-mixes \
+      || fail two-libnccl-global-bare-mixes "$(echo "$out_bare" | grep -E 'Dereg|RESULT')"
+  fi
+  [ $rc = 0 ] && echo "$out" | grep -qx "$res" && [ "$(own "$out")" = 2 ] && [ "$(ownb "$out")" = 1 ] \
+    && ! echo "$out" | grep -q 'ncclInvalidArgument' \
+    && lhas two$mode "INFO fn=route .*$T/second/libnccl.so.2 is a second libnccl in this process \\(ncclguard forwards to $NCCL\\)" \
+    && lhas two$mode 'fn=summary calls=3 comms=1 registered=1 ' && [ "$(logs two$mode | grep -c 'fn=route')" = 1 ] \
+    && pass "two-libnccl-$mode-internal-calls-reach-their-own-copy" \
+    || fail "two-libnccl-$mode-internal-calls-reach-their-own-copy" "$(echo "$out" | grep -E 'Dereg|RESULT') $(why two$mode)"
+done
+
+# --- the Python package turned on inside the interpreter (`import ncclguard`; NCCLGUARD=1 imports it from
+# ncclguard.pth: tests/t_package.sh), no LD_PRELOAD: glibc's dlsym comes first in the global scope, so the
+# package's ctypes hook (python/ncclguard/_boot.py) asks ncclguard_handle_sym for each nccl* attribute. Also
+# with a library built without the x86_64 dlsym entry points (NG_NO_DLSYM_ASM: what every other
+# architecture gets). Plain variant only: a sanitizer runtime cannot be dlopen'ed into Python.
+if [ "${NG_VARIANT:-plain}" = plain ] && "$PY" -c 'import ctypes' 2>/dev/null; then
+  # pyimp NAME LIBRARY MODE [ENV...]: pynccl_like.py MODE after `import ncclguard` with LIBRARY
+  pyimp() {
+    n=$1 lib=$2 m=$3; shift 3
+    out=$(env PYTHONPATH="$NG_ROOT/python:$NG_ROOT/tools/python" NCCLGUARD_LIB="$lib" NCCLGUARD_LOG=info \
+          NCCLGUARD_LOG_FILE="$T/$n.%p.log" "$@" LD_LIBRARY_PATH="$FAKE" timeout -k 2 "$NG_TIMEOUT" "$PY" -c "
+import sys, runpy, ncclguard, ncclguard._boot as b
+print('STATE', ncclguard.state(), b.STATE.get('ctypes_hook'))
+sys.argv = ['pynccl_like.py', '$NCCL', '$m']
+runpy.run_path('$NG_ROOT/tests/progs/pynccl_like.py')" 2>&1); rc=$?
+  }
+  NOASM="$T/noasm/libncclguard.so"
+  make -s -C "$NG_ROOT" BUILD="$T/noasm" SAN="" CFLAGS="-O2 -g -DNG_NO_DLSYM_ASM" lib >"$T/noasm.log" 2>&1 \
+    && ! nm -D --defined-only "$NOASM" | grep -qw dlsym && nm -D --defined-only "$NOASM" | grep -qw ncclguard_handle_sym \
+    && pass noasm-library-builds || fail noasm-library-builds "$(tail -3 "$T/noasm.log")"
+  for lib in "$SHIM" "$NOASM"; do
+    k=$([ "$lib" = "$SHIM" ] && echo asm || echo noasm)
+    export FAKE_NCCL_VERSION=22809
+    pyimp imp$k "$lib" null
+    [ $rc = 0 ] && echo "$out" | grep -q '^STATE loaded True$' && echo "$out" | grep -q 'RESULT null=4' \
+      && lhas imp$k 'fn=ncclCommWindowRegister comm=0x0 .*result=ncclInvalidArgument .*reason=null_comm' \
+      && pass "ctypes-import-ncclguard-null-comm-clean-error-$k" || fail "ctypes-import-ncclguard-null-comm-clean-error-$k" "$(why imp$k)"
+    pyimp impoff$k "$lib" null NCCLGUARD_DLSYM=0
+    crashed $rc && pass "ctypes-import-ncclguard-dlsym-off-$k" || fail "ctypes-import-ncclguard-dlsym-off-$k" "$(why impoff$k)"
+    unset FAKE_NCCL_VERSION
+    pyimp impinit$k "$lib" init
+    [ $rc = 0 ] && echo "$out" | grep -q 'RESULT init uid=0 init=0 alloc=0 reg=0 allreduce=0 dereg=0 destroy=0 win=set' \
+      && lhas impinit$k 'fn=ncclCommInitRank .*result=ncclSuccess' && lhas impinit$k 'fn=ncclCommWindowRegister .*nranks=1 .*result=ncclSuccess' \
+      && lhas impinit$k 'fn=summary calls=4 comms=1 registered=1 ' && ! lhas impinit$k 'fn=ncclAllReduce' \
+      && pass "ctypes-import-ncclguard-init-and-registration-guarded-$k" || fail "ctypes-import-ncclguard-init-and-registration-guarded-$k" "$(why impinit$k)"
+  done
+  # the hook changes nothing else: a missing name still raises AttributeError, a collective is NCCL's own,
+  # another library's nccl* names are its own
+  out=$(env PYTHONPATH="$NG_ROOT/python:$NG_ROOT/tools/python" NCCLGUARD_LIB="$SHIM" LD_LIBRARY_PATH="$FAKE" "$PY" -c "
+import ctypes, ncclguard
+lib = ctypes.CDLL('$NCCL')
+try:
+    lib.ncclNoSuchFunction; print('MISSING no error')
+except AttributeError as e:
+    print('MISSING AttributeError', 'ncclNoSuchFunction' in str(e))
+def where(f):
+    import ctypes as c
+    class D(c.Structure): _fields_ = [('fname', c.c_char_p), ('fbase', c.c_void_p), ('sname', c.c_char_p), ('saddr', c.c_void_p)]
+    d = D(); c.CDLL(None).dladdr(c.cast(f, c.c_void_p), c.byref(d)); return d.fname.decode().rsplit('/', 1)[-1]
+print('COLL', where(lib.ncclAllReduce), 'REG', where(lib.ncclCommWindowRegister), 'P', where(lib.pncclCommWindowRegister))
+" 2>&1)
+  [ "$out" = "MISSING AttributeError True
+COLL libnccl.so.2 REG libncclguard.so P libnccl.so.2" ] && pass ctypes-hook-other-lookups-unchanged || fail ctypes-hook-other-lookups-unchanged "$out"
 fi

@@ -16,6 +16,14 @@ activate(), once per process:
    install the PyTorch hook too. A child that has it preloaded does not load it again (step 2).
 4. The PyTorch hook: ncclguard_hook.install() unless NCCLGUARD_PYHOOK is false or
    NCCLGUARD_DISABLE is true (ncclguard_hook.enabled(), the launcher's rule).
+5. The ctypes hook (loaded or preloaded): ctypes bindings that load libnccl themselves and look its
+   functions up by attribute (vLLM's legacy pynccl_wrapper.py, SGLang's and LightLLM's pynccl) do
+   dlsym(handle, name). Preloaded on x86_64, ncclguard's own dlsym answers those; loaded here, glibc's
+   dlsym comes first in the global scope and would hand them NCCL's functions. So CDLL.__getitem__
+   (which attribute access goes through) asks the library's ncclguard_handle_sym(handle, name) for every
+   name starting with "nccl" after ctypes' own lookup: ncclguard's function for a wrapped name on the
+   handle of the libnccl ncclguard forwards to, else None and ctypes' answer stands (collectives,
+   other libraries, a second libnccl, NCCLGUARD_DLSYM=0). Every other behaviour of ctypes is unchanged.
 Messages go through the hook's logger: the library's line format, NCCLGUARD_LOG level and
 NCCLGUARD_LOG_FILE (stderr by default), fn=python.activate. Nothing here raises.
 """
@@ -109,6 +117,37 @@ def _install_hook():
         STATE["pyhook"] = False
 
 
+def _hook_ctypes(guard):
+    """Step 5. `guard`: a ctypes.CDLL of the loaded libncclguard.so."""
+    import ctypes
+    orig = ctypes.CDLL.__getitem__
+    if getattr(orig, "_ncclguard", False):
+        return
+    try:
+        pick = guard.ncclguard_handle_sym
+    except AttributeError:  # an older library without it: ctypes stays as it is
+        return
+    pick.restype = ctypes.c_void_p
+    pick.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+
+    def __getitem__(self, name_or_ordinal):
+        func = orig(self, name_or_ordinal)  # ctypes' own answer first: a missing name raises as before
+        if isinstance(name_or_ordinal, str) and name_or_ordinal.startswith("nccl"):
+            try:
+                addr = pick(self._handle, name_or_ordinal.encode())
+            except Exception:  # noqa: BLE001 - keep ctypes' answer
+                addr = None
+            if addr:
+                func = self._FuncPtr(addr)
+                func.__name__ = name_or_ordinal
+        return func
+
+    __getitem__._ncclguard = True
+    __getitem__.__wrapped__ = orig
+    ctypes.CDLL.__getitem__ = __getitem__
+    STATE["ctypes_hook"] = True
+
+
 def activate():
     if "state" in STATE:
         return STATE["state"]
@@ -132,9 +171,15 @@ def _activate():
     lib = os.environ.get("NCCLGUARD_LIB") or library_path()
     maps = _mapped()
     guards = [p for p in maps if _is_guard(p)]
+    guard = None
     if guards:
         STATE["state"] = "preloaded"
         lib = guards[0]
+        try:
+            import ctypes
+            guard = ctypes.CDLL(lib, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+        except (OSError, AttributeError):
+            guard = None
     else:
         nccl = [p for p in maps if _is_nccl(p)]
         if nccl:
@@ -146,7 +191,7 @@ def _activate():
         lib = os.path.abspath(lib)
         try:
             import ctypes
-            ctypes.CDLL(lib, mode=os.RTLD_GLOBAL | os.RTLD_NOW)
+            guard = ctypes.CDLL(lib, mode=os.RTLD_GLOBAL | os.RTLD_NOW)
         except OSError as err:
             STATE["state"] = "load_failed"
             _warn("not turned on: cannot load %s (%s)" % (lib, err))
@@ -154,5 +199,10 @@ def _activate():
         STATE["state"] = "loaded"
     STATE["lib"] = lib
     _export_for_children(lib)
+    if guard is not None:
+        try:
+            _hook_ctypes(guard)
+        except Exception as err:  # noqa: BLE001 - the library still guards everything else
+            _warn("ctypes bindings are not reached: %s: %s" % (err.__class__.__name__, err))
     _install_hook()
     return STATE["state"]

@@ -35,15 +35,17 @@ $(FAKE_DIR)/libcudart.so.13: tests/fake/fake_cudart.c $(FAKE_DIR)/libcuda.so.1
 	$(CC) $(FAKE_CFLAGS) -shared -Wl,-soname,libcudart.so.13 -Wl,-z,defs -o $@ tests/fake/fake_cudart.c \
 	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread
 
-$(FAKE_DIR)/libnccl.so.2: $(FAKE_NCCL_SRC) $(FAKE_NCCL_HDR) $(FAKE_DIR)/libcuda.so.1
-	$(call ng_deps,$(CC) $(FAKE_CFLAGS),$^)
-	$(CC) $(FAKE_CFLAGS) -shared -Wl,-soname,libnccl.so.2 -Wl,-z,defs -o $@ $(FAKE_NCCL_SRC) \
+# NCCL's exports only (tests/fake/exports.map)
+FAKE_NCCL_LDFLAGS = -Wl,--version-script=tests/fake/exports.map
+$(FAKE_DIR)/libnccl.so.2: $(FAKE_NCCL_SRC) $(FAKE_NCCL_HDR) $(FAKE_DIR)/libcuda.so.1 tests/fake/exports.map
+	$(call ng_deps,$(CC) $(FAKE_CFLAGS),$(FAKE_NCCL_SRC))
+	$(CC) $(FAKE_CFLAGS) -shared -Wl,-soname,libnccl.so.2 $(FAKE_NCCL_LDFLAGS) -Wl,-z,defs -o $@ $(FAKE_NCCL_SRC) \
 	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt -ldl
 
-$(FAKE_LEGACY_DIR)/libnccl.so.2: $(FAKE_NCCL_SRC) $(FAKE_NCCL_HDR) $(FAKE_DIR)/libcuda.so.1
+$(FAKE_LEGACY_DIR)/libnccl.so.2: $(FAKE_NCCL_SRC) $(FAKE_NCCL_HDR) $(FAKE_DIR)/libcuda.so.1 tests/fake/exports.map
 	@mkdir -p $(dir $@)
-	$(call ng_deps,$(CC) $(FAKE_CFLAGS) -DFAKE_LEGACY,$^)
-	$(CC) $(FAKE_CFLAGS) -DFAKE_LEGACY -shared -Wl,-soname,libnccl.so.2 -Wl,-z,defs -o $@ $(FAKE_NCCL_SRC) \
+	$(call ng_deps,$(CC) $(FAKE_CFLAGS) -DFAKE_LEGACY,$(FAKE_NCCL_SRC))
+	$(CC) $(FAKE_CFLAGS) -DFAKE_LEGACY -shared -Wl,-soname,libnccl.so.2 $(FAKE_NCCL_LDFLAGS) -Wl,-z,defs -o $@ $(FAKE_NCCL_SRC) \
 	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt -ldl
 
 # The same with a version node (tests/fake/versioned.map), for dlvsym (tests/t_dlsym.sh)

@@ -11,6 +11,11 @@
  *            a collective (object, offset from its base), a missing name (NULL, dlerror's text), dlerror
  *            after a redirected lookup that followed a failed dlopen, the object of each wrapped name
  *            listed on stdin, RTLD_NEXT from a library after ncclguard (libnextprobe.so)
+ *   two LIBB two copies of libnccl, both RTLD_LOCAL (PyTorch's and a binding's): a communicator on LIBNCCL
+ *            with a window, then LIBB loaded and a communicator on it with a window and a buffer
+ *            registration, destroyed with both live (LIBB deregisters them itself, through its own public
+ *            functions), then LIBNCCL's destroyed the same way: "RESULT two a=... b=..."
+ *   two LIBB global  the same with LIBNCCL loaded RTLD_GLOBAL (a program linked against it)
  * Exit status 0 unless loading failed (2). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -39,7 +44,8 @@ typedef ncclResult_t (*reg_t)(ncclComm_t, void*, size_t, ncclWindow_t*, int);
 
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
-  void* h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  int global = argc > 4 && !strcmp(argv[2], "two") && !strcmp(argv[4], "global");
+  void* h = dlopen(argv[1], RTLD_NOW | (global ? RTLD_GLOBAL : RTLD_LOCAL));
   if (!h) { fprintf(stderr, "dlsym_handle: %s\n", dlerror()); return 2; }
   const char* c = argv[2];
   static char buf[4096];
@@ -69,6 +75,32 @@ int main(int argc, char** argv) {
     int r5 = dereg(comm, w), r6 = destroy(comm);
     printf("RESULT init uid=%d init=%d alloc=%d reg=%d win=%s dereg=%d destroy=%d\n", r1, r2, r3, r4,
            w ? "set" : "NULL", r5, r6);
+  } else if (!strcmp(c, "two") && argc > 3) {
+    int ra[5], rb[6];
+    for (int lib = 0; lib < 2; lib++) {
+      void* hl = lib ? dlopen(argv[3], RTLD_NOW | RTLD_LOCAL) : h;
+      if (!hl) { fprintf(stderr, "dlsym_handle: %s\n", dlerror()); return 2; }
+      ncclResult_t (*uid)(ncclUniqueId*) = (ncclResult_t(*)(ncclUniqueId*))dlsym(hl, "ncclGetUniqueId");
+      ncclResult_t (*init)(ncclComm_t*, int, ncclUniqueId, int) =
+          (ncclResult_t(*)(ncclComm_t*, int, ncclUniqueId, int))dlsym(hl, "ncclCommInitRank");
+      ncclResult_t (*alloc)(void**, size_t) = (ncclResult_t(*)(void**, size_t))dlsym(hl, "ncclMemAlloc");
+      reg_t reg = (reg_t)dlsym(hl, "ncclCommWindowRegister");
+      ncclResult_t (*breg)(ncclComm_t, void*, size_t, void**) =
+          (ncclResult_t(*)(ncclComm_t, void*, size_t, void**))dlsym(hl, "ncclCommRegister");
+      ncclResult_t (*destroy)(ncclComm_t) = (ncclResult_t(*)(ncclComm_t))dlsym(hl, "ncclCommDestroy");
+      if (!uid || !init || !alloc || !reg || !breg || !destroy) { printf("RESULT two lookup failed\n"); return 0; }
+      ncclUniqueId id;
+      ncclComm_t comm = NULL;
+      void *b = NULL, *bh = NULL;
+      ncclWindow_t w = NULL;
+      int* r = lib ? rb : ra;
+      r[0] = uid(&id), r[1] = init(&comm, 1, id, 0), r[2] = alloc(&b, 1 << 21);
+      r[3] = reg(comm, b, 1 << 21, &w, NCCL_WIN_COLL_SYMMETRIC);
+      if (lib) r[5] = breg(comm, b, 1 << 21, &bh);
+      r[4] = destroy(comm);
+    }
+    printf("RESULT two a=%d,%d,%d,%d,%d b=%d,%d,%d,%d,%d,%d\n", ra[0], ra[1], ra[2], ra[3], ra[4], rb[0], rb[1],
+           rb[2], rb[3], rb[5], rb[4]);
   } else if (!strcmp(c, "lookups")) {
     char s[512];
     where(dlsym(h, "ncclAllReduce"), s, sizeof s);
