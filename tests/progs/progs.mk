@@ -12,7 +12,7 @@ PROGS_COMMON := $(PROGS_SRCDIR)/common.c
 NGTEST_SRC := $(addprefix $(PROGS_SRCDIR)/,ngtest.c launch.c scenario.c common.c)
 PROGS_NAMES := ngtest libconsumer.so dlopen_local fork_after soak bench devcomm_then_bad preflight_cases faults two_nccl \
   wrongdata manycomm explore repeat dlsym_handle libnextprobe.so \
-  libnotready.so
+  libnotready.so cpubench
 PROGS_CFLAGS = $(ALL_CFLAGS) -I$(PROGS_SRCDIR) $(if $(NCCL_INCLUDE),-I$(NCCL_INCLUDE)) $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE))
 
 # Linked by soname file name, so no libnccl.so / libcudart.so development links are needed.
@@ -90,6 +90,10 @@ $(1)/devcomm_then_bad: $(PROGS_SRCDIR)/devcomm_then_bad.c $(3)
 	@mkdir -p $$(@D)
 	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
 	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/devcomm_then_bad.c $(2) -ldl
+$(1)/cpubench: tests/bench/cpubench.c $(3)
+	@mkdir -p $$(@D)
+	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
+	$$(CC) $$(PROGS_CFLAGS) -o $$@ tests/bench/cpubench.c -Wl,--no-as-needed $(2) -ldl
 $(1)/bench: tests/gpu/bench.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
 	@mkdir -p $$(@D)
 	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
