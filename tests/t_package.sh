@@ -210,6 +210,15 @@ check_venv() {
     pass "pth-activation-rtld-local-$k"
   else fail "pth-activation-rtld-local-$k" "rc=$(rc_of pth) $(tail -8 "$T/pth.out")"; fi
 
+  # NCCLGUARD=1 and a ctypes binding in vLLM's legacy style (ctypes.CDLL(libnccl), attribute look-ups):
+  # the package's ctypes hook gives it ncclguard's functions (no LD_PRELOAD); NCCLGUARD=0: NCCL's own (SIGSEGV)
+  vrun "$v" ctyp NCCLGUARD=1 NCCLGUARD_LOG=info FAKE_NCCL_VERSION=22809 -- python "$NG_ROOT/tests/progs/pynccl_like.py" "$FAKE/libnccl.so.2" null
+  vrun "$v" ctyp0 NCCLGUARD=0 FAKE_NCCL_VERSION=22809 -- python "$NG_ROOT/tests/progs/pynccl_like.py" "$FAKE/libnccl.so.2" null
+  if [ "$(rc_of ctyp)" = 0 ] && has "$T/ctyp.std" '^RESULT null=4$' \
+     && has "$T/ctyp.err" 'NCCLGUARD WARN fn=ncclCommWindowRegister comm=0x0 .*reason=null_comm' && crashed "$(rc_of ctyp0)"; then
+    pass "pth-ctypes-binding-reached-$k"
+  else fail "pth-ctypes-binding-reached-$k" "rc=$(rc_of ctyp) rc0=$(rc_of ctyp0) $(tail -4 "$T/ctyp.out")"; fi
+
   # without NCCLGUARD (and with NCCLGUARD=0): nothing loaded, nothing imported, NCCL's own calls
   ok=1
   for e in NCCLGUARD_PYHOOK=1 NCCLGUARD=0 NCCLGUARD=off; do
