@@ -158,6 +158,7 @@ static void* wd_main(void* arg) {
       int stage = due->fired++;
       ncclComm_t c = due->comm;
       int dev = due->dev;
+      ng_tls.lib = due->lib; /* the communicator's own libnccl (route.c) */
       pthread_mutex_unlock(&wd_lock); /* never held across a call into NCCL */
       if (stage == 0) {
         ng_reg_comm_set_broken(c, NG_R_TIMEOUT);
@@ -184,7 +185,7 @@ static void* wd_main(void* arg) {
 }
 
 void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline) {
-  *w = (struct watch){.comm = comm, .dev = dev, .deadline = deadline};
+  *w = (struct watch){.comm = comm, .dev = dev, .lib = ng_tls.lib, .deadline = deadline};
   if (!ng_can_revoke()) return;
   pthread_once(&wd_once, wd_init);
   pthread_mutex_lock(&wd_lock);
@@ -365,6 +366,7 @@ struct launch_job {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int done, abandoned, n, dev;
+  int lib; /* the caller's ng_tls.lib: the helper thread calls the same libnccl */
   ncclResult_t r, e;
   /* res/held: the round's resources, handed to the job when the caller abandons it (they stay in use
    * until the launch returns; the job, reachable from the blocked thread, keeps them) */
@@ -383,6 +385,7 @@ static void launch_run(struct launch_job* L) {
 
 static void* launch_main(void* p) {
   struct launch_job* L = p;
+  ng_tls.lib = L->lib;
   int mode, relaxed = ng_cuda_relaxed_capture(&mode) == 0; /* as the caller's thread: never break a capture */
   /* the communicator's device current, as on the caller's thread: NCCL's group end restores the
    * device it found, and a fresh thread's "device 0" would create a context on GPU 0 */
@@ -432,6 +435,7 @@ static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclR
   }
   L->n = ng;
   L->dev = g[0].dev;
+  L->lib = ng_tls.lib;
   for (int j = 0; j < ng; j++) {
     L->it[j].comm = g[j].comm, L->it[j].buf = g[j].res.buf, L->it[j].len = g[j].len, L->it[j].s = g[j].res.s;
   }

@@ -14,11 +14,12 @@
  * NG_*_FUNCS lists: collectives and everything else go straight to NCCL; the pnccl* twins too: they
  * are NCCL's profiling names, which tools call to reach NCCL itself); NCCLGUARD_DLSYM and not
  * NCCLGUARD_DISABLE; the handle's object is a libnccl (defines pncclCommInitRank, or is named
- * libnccl*, but not libncclguard*: dlinfo RTLD_DI_LINKMAP); glibc finds the name there; and what it
- * finds lies in the libnccl ncclguard forwards to (real.c's choice, made now if not yet). A handle of
- * another libnccl (a second copy in the process) is answered as glibc does, with one INFO line per
- * library. The answer then is the result of glibc's own lookup on that handle, replaced: the last dl*
- * call is that lookup, so dlerror() reads as it would.
+ * libnccl*, but not libncclguard*: dlinfo RTLD_DI_LINKMAP); glibc finds the name there. What it finds
+ * lies in the libnccl ncclguard forwards to (real.c's choice, made now if not yet): ncclguard's
+ * function; or in another copy of libnccl: ncclguard's entry point for that copy (route.c), which runs
+ * the same wrapper with that copy's own functions; a copy beyond route.c's limit is answered as glibc
+ * does, with one INFO line per library. The answer then is the result of glibc's own lookup on that
+ * handle, replaced: the last dl* call is that lookup, so dlerror() reads as it would.
  *
  * The real dlvsym is found without any dl* call: glibc's dlvsym in libc.so.6 (2.34+) or libdl.so.2,
  * from the ELF tables of the objects in _r_debug's list (elfsym.c; no dl_iterate_phdr, which TSan
@@ -185,6 +186,8 @@ __attribute__((used)) void* ng_dlsym_pick(void* handle, const char* name, const 
     if (r && dladdr(r, &di) && fwd && di.dli_fbase == fwd) {
       answer = self;
       note_first(m, name);
+    } else if (r && (answer = ng_lib_entry(r, name)) != NULL) {
+      note_first(m, name); /* another copy of libnccl: ncclguard's entry point for it (route.c) */
     } else if (r) {
       note_other(m, name);
     }

@@ -55,6 +55,7 @@ struct ng_tls {
   int group_depth;          /* ncclGroupStart nesting seen from the application */
   struct ng_regreq* pending; /* window registrations queued inside a group */
   int npending, cappending;
+  int lib;                  /* the libnccl this call runs with: 0 the primary (real.c), k > 0 another copy (route.c) */
 };
 extern __thread struct ng_tls ng_tls;
 
@@ -107,7 +108,17 @@ static inline const char* ng_basename(const char* path) {
   return b;
 }
 
-/* ---- calls of another libnccl (route.c) -------------------------------------------------- */
+/* ---- other copies of libnccl (route.c) ------------------------------------------------------ */
+#define NG_NLIBS 4 /* the primary and up to three other copies */
+/* The primary's function (real.c's choice), whatever library the current call runs with. */
+void* ng_real_primary(enum ng_real_id id);
+/* Copy k's own function, its NCCL version (0 unknown), its path (k = 0: the primary's). */
+void* ng_lib_fn(int k, enum ng_real_id id);
+int ng_lib_version(int k);
+const char* ng_lib_path(int k);
+/* ncclguard's entry point for `name` of the other copy that holds `found` (glibc's answer to a lookup
+ * on that copy's handle), or NULL (not another copy, no free index, not a wrapped name). */
+void* ng_lib_entry(const void* found, const char* name);
 /* For a wrapper called from `ra` (its return address): NULL when the caller is not inside a libnccl
  * other than the one ncclguard forwards to (the common case: a few compares, no lock); else that
  * library's own function `id`, or NG_FOREIGN_MISSING when it has none. */
@@ -377,6 +388,7 @@ void ng_give_up(ncclComm_t comm, int dev, int reason);
 struct watch {
   ncclComm_t comm;
   int dev;
+  int lib; /* the libnccl of the armed call (ng_tls.lib): the revoke is that library's */
   double deadline;
   int fired;
   struct watch* next;

@@ -132,6 +132,11 @@ static void* same_library(void* f, const char* name) {
 }
 
 void* ng_real(enum ng_real_id id) {
+  if (ng_tls.lib > 0) return ng_lib_fn(ng_tls.lib, id); /* a call through another copy's entry points */
+  return ng_real_primary(id);
+}
+
+void* ng_real_primary(enum ng_real_id id) {
   void* f = __atomic_load_n(&cache[id], __ATOMIC_ACQUIRE);
   if (f) return f;
   pthread_mutex_lock(&lock);
@@ -160,7 +165,7 @@ void* ng_real(enum ng_real_id id) {
 }
 
 const void* ng_real_lib_base(void) {
-  (void)ng_real(NG_ID_ncclGetVersion); /* every NCCL has it: pins the library */
+  (void)ng_real_primary(NG_ID_ncclGetVersion); /* every NCCL has it: pins the library */
   pthread_mutex_lock(&lock);
   const void* b = pin_base;
   pthread_mutex_unlock(&lock);
@@ -184,6 +189,7 @@ ncclResult_t ng_missing(enum ng_real_id id) {
 }
 
 int ng_nccl_version(void) {
+  if (ng_tls.lib > 0) return ng_lib_version(ng_tls.lib);
   static int version = -1;
   int v = __atomic_load_n(&version, __ATOMIC_RELAXED);
   if (v >= 0) return v;

@@ -92,7 +92,10 @@ static void created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0
   ng_kv_dbl(&l, "us", ng_now_us() - t0);
   ng_kv_str(&l, "decision", "pass");
   ng_kv_str(&l, "reason", "ok");
-  ng_line_end(&l, NULL);
+  if (ng_tls.lib > 0) /* made through another copy of libnccl (route.c): name it */
+    ng_line_end(&l, "made by %s (NCCL %d), the communicator's own libnccl", ng_lib_path(ng_tls.lib), ng_nccl_version());
+  else
+    ng_line_end(&l, NULL);
 }
 
 static int cfg_blocking(const ncclConfig_t* config) {
@@ -288,6 +291,7 @@ struct eol_job {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int done, abandoned;
+  int lib; /* the caller's ng_tls.lib */
   enum ng_real_id id;
   ncclComm_t comm;
   ncclResult_t res;
@@ -295,6 +299,7 @@ struct eol_job {
 
 static void* eol_main(void* p) {
   struct eol_job* J = p;
+  ng_tls.lib = J->lib;
   J->res = real_eol(J->id, J->comm, 0);
   pthread_mutex_lock(&J->mu);
   J->done = 1;
@@ -315,7 +320,7 @@ static int eol_bounded(enum ng_real_id id, ncclComm_t comm, ncclResult_t* res) {
   struct eol_job* J = calloc(1, sizeof *J);
   int threaded = 0;
   if (J) {
-    J->id = id, J->comm = comm;
+    J->id = id, J->comm = comm, J->lib = ng_tls.lib;
     pthread_mutex_init(&J->mu, NULL);
     ng_cond_init(&J->cv);
     threaded = ng_spawn_detached(eol_main, J) == 0;

@@ -72,15 +72,31 @@ nn=$(echo $names | wc -w)
 out=$(echo $names | NCCLGUARD_DLSYM=0 fake_run "$DH" "$VNCCL" lookups NCCL_FAKE 2>&1)
 [ "$out" = "$out_b" ] && pass dlsym-off-every-lookup-as-glibc || fail dlsym-off-every-lookup-as-glibc "$(echo "$out" | grep ncclguard | head -2)"
 
-# --- a second libnccl: its handle is answered as glibc does, with one INFO line naming it --------------------
+# --- a second libnccl (ncclguard told to forward to another one): its handle answers ncclguard's entry points
+# for it (shim/route.c), dlsym and dlvsym alike, one INFO line naming it; every other lookup as glibc ----------
 export FAKE_NCCL_VERSION=22809
 out=$(NCCLGUARD_NCCL_LIB="$NCCL" NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/two.%p.log" fake_run "$DH" "$VNCCL" reg NCCL_FAKE 2>&1); rc=$?
-crashed $rc && lhas two "INFO fn=dlsym .*dlsym on the handle of $VNCCL \\(ncclCommWindowRegister\\): not the libnccl ncclguard forwards to \\($NCCL\\)" \
-  && pass dlsym-second-libnccl-not-redirected || fail dlsym-second-libnccl-not-redirected "$(why two)"
+[ $rc = 0 ] && echo "$out" | grep -q 'RESULT reg=4' && lhas two 'fn=ncclCommWindowRegister comm=0x0 .*reason=null_comm' \
+  && lhas two "INFO fn=route .*$VNCCL is a second libnccl in this process \\(NCCL 22809; ncclguard's first is $NCCL\\)" \
+  && pass dlsym-second-libnccl-guarded || fail dlsym-second-libnccl-guarded "$(why two)"
 unset FAKE_NCCL_VERSION
 out=$(echo $names | NCCLGUARD_NCCL_LIB="$NCCL" NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/two2.%p.log" fake_run "$DH" "$VNCCL" lookups NCCL_FAKE 2>/dev/null)
-[ "$out" = "$out_b" ] && [ "$(logs two2 | grep -c 'fn=dlsym')" = 1 ] && pass dlsym-second-libnccl-one-line \
-  || fail dlsym-second-libnccl-one-line "$(logs two2 | grep -c 'fn=dlsym') lines; $(echo "$out" | grep ncclguard | head -2)"
+other2=$(echo "$out" | grep -v 'RESULT name')
+n2=$(echo "$out" | grep -c 'RESULT name nccl[A-Za-z]* libncclguard.so libncclguard.so$')
+[ "$other2" = "$other_b" ] && [ "$n2" = "$nn" ] && [ "$(logs two2 | grep -c 'fn=route')" = 1 ] \
+  && pass "dlsym-second-libnccl-every-wrapped-name ($n2)" \
+  || fail dlsym-second-libnccl-every-wrapped-name "$n2 of $nn; $(echo "$other2" | head -3) | $(logs two2 | grep -c 'fn=route') route lines"
+# more copies than ncclguard has room for (NG_NLIBS = 4: the first and three others): the fourth other copy is
+# answered by glibc, with a WARN naming it (2.29: NCCL itself refuses a NULL communicator, and only ncclguard's
+# log tells who answered)
+for i in 1 2 3 4; do mkdir -p "$T/copy$i" && cp "$NCCL" "$T/copy$i/libnccl.so.2"; done
+out=$(FAKE_NCCL_VERSION=22907 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/copies.%p.log" fake_run "$DH" "$NCCL" copies \
+      "$T/copy1/libnccl.so.2" "$T/copy2/libnccl.so.2" "$T/copy3/libnccl.so.2" "$T/copy4/libnccl.so.2" 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q 'RESULT copies 4 4 4 4' \
+  && [ "$(logs copies | grep -c 'fn=ncclCommWindowRegister comm=0x0 .*reason=null_comm')" = 3 ] \
+  && lhas copies "WARN fn=route .*$T/copy4/libnccl.so.2 is one libnccl too many in this process" \
+  && lhas copies "INFO fn=dlsym .*dlsym on the handle of $T/copy4/libnccl.so.2 \\(ncclCommWindowRegister\\): not the libnccl" \
+  && pass dlsym-libnccl-copies-beyond-the-limit-answered-by-glibc || fail dlsym-libnccl-copies-beyond-the-limit-answered-by-glibc "$(why copies)"
 
 # --- Python ctypes, in the style of vLLM's legacy pynccl_wrapper.py -----------------------------------------
 if "$PY" -c 'import ctypes' 2>/dev/null; then
@@ -101,18 +117,21 @@ else
 fi
 
 # --- two copies of libnccl, the second loaded by path (vLLM's VLLM_NCCL_SO_PATH beside PyTorch's) --------------
-# The second copy's own calls of its public functions (ncclCommDestroy deregistering what is still registered)
-# bind to ncclguard's wrappers through the global scope; they must reach that copy (shim/route.c), never the
-# copy ncclguard forwards to. Both RTLD_LOCAL (PyTorch and ctypes): NCCL alone binds them to the copy itself.
-# The first copy RTLD_GLOBAL (a linked program): NCCL alone binds them to the first copy (which does not know
-# the communicator: ncclInvalidArgument, the window left registered); ncclguard sends them to their own copy.
+# The functions looked up on the second copy's handle are ncclguard's entry points for that copy (shim/route.c):
+# its communicators are guarded with its own functions (their agreement rounds run on it: the first copy
+# would refuse a communicator it does not know), the creation line names it. Its own calls of its public
+# functions (ncclCommDestroy deregistering what is still registered) bind to ncclguard's wrappers through the
+# global scope; they must reach that copy, never the first. Both RTLD_LOCAL (PyTorch and ctypes): NCCL alone
+# binds them to the copy itself. The first copy RTLD_GLOBAL (a linked program): NCCL alone binds them to the
+# first copy (which does not know the communicator: ncclInvalidArgument, the window left registered).
 mkdir -p "$T/second" && cp "$NCCL" "$T/second/libnccl.so.2"
+SECOND="$T/second/libnccl.so.2"
 own() { echo "$1" | grep -c "ncclCommWindowDeregister(.*) -> ncclSuccess internal"; }
 ownb() { echo "$1" | grep -c "ncclCommDeregister(.*) -> ncclSuccess internal"; }
 for mode in local global; do
-  b env FAKE_NCCL_TRACE=1 "$DH" "$NCCL" two "$T/second/libnccl.so.2" $mode
+  b env FAKE_NCCL_TRACE=1 "$DH" "$NCCL" two "$SECOND" $mode
   out_bare=$out
-  g two$mode env FAKE_NCCL_TRACE=1 "$DH" "$NCCL" two "$T/second/libnccl.so.2" $mode
+  g two$mode env FAKE_NCCL_TRACE=1 "$DH" "$NCCL" two "$SECOND" $mode
   res='RESULT two a=0,0,0,0,0 b=0,0,0,0,0,0'
   if [ $mode = local ]; then
     [ "$(own "$out_bare")" = 2 ] && [ "$(ownb "$out_bare")" = 1 ] && pass two-libnccl-local-bare-each-its-own \
@@ -123,11 +142,29 @@ for mode in local global; do
   fi
   [ $rc = 0 ] && echo "$out" | grep -qx "$res" && [ "$(own "$out")" = 2 ] && [ "$(ownb "$out")" = 1 ] \
     && ! echo "$out" | grep -q 'ncclInvalidArgument' \
-    && lhas two$mode "INFO fn=route .*$T/second/libnccl.so.2 is a second libnccl in this process \\(ncclguard forwards to $NCCL\\)" \
-    && lhas two$mode 'fn=summary calls=3 comms=1 registered=1 ' && [ "$(logs two$mode | grep -c 'fn=route')" = 1 ] \
-    && pass "two-libnccl-$mode-internal-calls-reach-their-own-copy" \
-    || fail "two-libnccl-$mode-internal-calls-reach-their-own-copy" "$(echo "$out" | grep -E 'Dereg|RESULT') $(why two$mode)"
+    && lhas two$mode "INFO fn=route .*$SECOND is a second libnccl in this process \\(NCCL 22809; ncclguard's first is $NCCL\\)" \
+    && [ "$(logs two$mode | grep -c 'fn=route')" = 1 ] \
+    && [ "$(logs two$mode | grep -c 'fn=ncclCommInitRank .*result=ncclSuccess')" = 2 ] \
+    && lhas two$mode "fn=ncclCommInitRank .*msg=\"made by $SECOND \\(NCCL 22809\\), the communicator's own libnccl\"" \
+    && [ "$(logs two$mode | grep -c 'fn=ncclCommWindowRegister .*decision=register reason=ok')" = 2 ] \
+    && lhas two$mode 'fn=summary calls=7 comms=2 registered=2 ' \
+    && pass "two-libnccl-$mode-each-guarded-with-its-own" \
+    || fail "two-libnccl-$mode-each-guarded-with-its-own" "$(echo "$out" | grep -E 'Dereg|RESULT|Invalid') $(why two$mode)"
 done
+# the seed's failure through the second copy's handle: a NULL communicator
+export FAKE_NCCL_VERSION=22809
+b "$DH" "$NCCL" twonull "$SECOND"
+crashed $rc && pass two-libnccl-null-comm-crashes-bare || fail two-libnccl-null-comm-crashes-bare "rc=$rc $out"
+g twonull "$DH" "$NCCL" twonull "$SECOND"
+[ $rc = 0 ] && echo "$out" | grep -q 'RESULT twonull=4' \
+  && lhas twonull 'fn=ncclCommWindowRegister comm=0x0 .*result=ncclInvalidArgument .*reason=null_comm' \
+  && pass two-libnccl-null-comm-clean-error || fail two-libnccl-null-comm-clean-error "$(why twonull)"
+# NCCLGUARD_DLSYM=0: the second copy's functions are its own (not guarded), its internal calls still its own
+out=$(NCCLGUARD_DLSYM=0 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/twooff.%p.log" FAKE_NCCL_TRACE=1 fake_run "$DH" "$NCCL" two "$SECOND" local 2>&1); rc=$?
+unset FAKE_NCCL_VERSION
+[ $rc = 0 ] && echo "$out" | grep -qx 'RESULT two a=0,0,0,0,0 b=0,0,0,0,0,0' && [ "$(own "$out")" = 2 ] && [ "$(ownb "$out")" = 1 ] \
+  && ! lhas twooff 'fn=ncclCommInitRank' && pass two-libnccl-dlsym-off-internal-calls-still-their-own \
+  || fail two-libnccl-dlsym-off-internal-calls-still-their-own "$(echo "$out" | grep -E 'Dereg|RESULT') $(why twooff)"
 
 # --- the Python package turned on inside the interpreter (`import ncclguard`; NCCLGUARD=1 imports it from
 # ncclguard.pth: tests/t_package.sh), no LD_PRELOAD: glibc's dlsym comes first in the global scope, so the

@@ -11,11 +11,16 @@
  *            a collective (object, offset from its base), a missing name (NULL, dlerror's text), dlerror
  *            after a redirected lookup that followed a failed dlopen, the object of each wrapped name
  *            listed on stdin, RTLD_NEXT from a library after ncclguard (libnextprobe.so)
+ *   copies LIB...  LIBNCCL's ncclCommInitRank looked up, then each LIB loaded in turn and
+ *            ncclCommWindowRegister(NULL, ...) found on its handle: "RESULT copies <rc> <rc> ..."
  *   two LIBB two copies of libnccl, both RTLD_LOCAL (PyTorch's and a binding's): a communicator on LIBNCCL
  *            with a window, then LIBB loaded and a communicator on it with a window and a buffer
  *            registration, destroyed with both live (LIBB deregisters them itself, through its own public
  *            functions), then LIBNCCL's destroyed the same way: "RESULT two a=... b=..."
  *   two LIBB global  the same with LIBNCCL loaded RTLD_GLOBAL (a program linked against it)
+ *   twonull LIBB  LIBNCCL's ncclCommInitRank looked up (ncclguard settles on LIBNCCL), then LIBB loaded and
+ *            ncclCommWindowRegister(NULL, ...) found on its handle: "RESULT twonull=<rc>" (2.28: SIGSEGV
+ *            without ncclguard)
  * Exit status 0 unless loading failed (2). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -75,6 +80,26 @@ int main(int argc, char** argv) {
     int r5 = dereg(comm, w), r6 = destroy(comm);
     printf("RESULT init uid=%d init=%d alloc=%d reg=%d win=%s dereg=%d destroy=%d\n", r1, r2, r3, r4,
            w ? "set" : "NULL", r5, r6);
+  } else if (!strcmp(c, "copies")) {
+    if (!dlsym(h, "ncclCommInitRank")) { printf("RESULT copies lookup failed\n"); return 0; }
+    char line[512] = "RESULT copies";
+    for (int i = 3; i < argc; i++) {
+      void* hb = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
+      reg_t reg = hb ? (reg_t)dlsym(hb, "ncclCommWindowRegister") : NULL;
+      if (!reg) { fprintf(stderr, "dlsym_handle: %s: %s\n", argv[i], dlerror()); return 2; }
+      ncclWindow_t w = NULL;
+      snprintf(line + strlen(line), sizeof line - strlen(line), " %d", (int)reg(NULL, buf, sizeof buf, &w, 0));
+    }
+    printf("%s\n", line);
+  } else if (!strcmp(c, "twonull") && argc > 3) {
+    if (!dlsym(h, "ncclCommInitRank")) { printf("RESULT twonull lookup failed\n"); return 0; }
+    void* hb = dlopen(argv[3], RTLD_NOW | RTLD_LOCAL);
+    if (!hb) { fprintf(stderr, "dlsym_handle: %s\n", dlerror()); return 2; }
+    reg_t reg = (reg_t)dlsym(hb, "ncclCommWindowRegister");
+    if (!reg) { printf("RESULT twonull lookup failed\n"); return 0; }
+    fflush(stdout);
+    ncclWindow_t w = NULL;
+    printf("RESULT twonull=%d\n", (int)reg(NULL, buf, sizeof buf, &w, 0));
   } else if (!strcmp(c, "two") && argc > 3) {
     int ra[5], rb[6];
     for (int lib = 0; lib < 2; lib++) {
