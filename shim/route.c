@@ -1,33 +1,36 @@
 /* Two or more copies of libnccl in one process (issue 22).
  *
  * A process can hold two copies of libnccl: PyTorch's, and one that a binding loaded by path (vLLM's
- * VLLM_NCCL_SO_PATH, a C program's dlopen). real.c pins one of them, the primary: the global names
- * and every call that comes through them go to it. Each other copy gets an index k > 0 here, its own
- * table of functions (looked up on its own handle) and its own NCCL version, and two things follow:
+ * VLLM_NCCL_SO_PATH, a C library with its own). real.c pins one of them, the primary. Each other copy
+ * gets an index k > 0 here, its own table of functions (looked up on its own handle) and its own NCCL
+ * version; ncclguard's entry points for copy k (ng_lib_entry) set ng_tls.lib = k for the length of the
+ * call and run the same wrapper, whose calls into NCCL (ng_real, ng_nccl_version) then answer copy k's,
+ * so copy k's communicators are guarded with copy k's own functions. ncclguard's own threads that call
+ * NCCL for a communicator (the agreement launch, the watchdog, the bounded abort) carry the index along.
  *
- * 1. Its functions found through ncclguard (dlsym on its handle, the Python package's ctypes hook:
- *    dlsym.c) are entry points of ncclguard for that copy (ng_lib_entry): each sets ng_tls.lib = k for
- *    the length of the call and calls ncclguard's wrapper, whose calls into NCCL (ng_real,
- *    ng_nccl_version) then take the copy's own functions. Its communicators are guarded like the
- *    primary's, never with the primary's functions. ncclguard's own threads that call NCCL for a
- *    communicator (the agreement launch, the watchdog, the bounded abort) carry the index along.
- * 2. NCCL calls some of its own public functions through its PLT (docs/NCCL.md §6: ncclCommDestroy
- *    calls ncclCommWindowDeregister and ncclCommDeregister for what is still registered; ncclCommInitAll
- *    calls ncclGroupStart). In a copy that is not first in the global scope those calls bind to
- *    ncclguard's wrappers (preloaded). So every wrapper first asks ng_foreign() about its caller (its
- *    return address): a caller inside a libnccl other than the one the current call runs with (k, or
- *    the primary) gets that library's own function, untouched. Inside a guarded call of copy k, copy
- *    k's internal calls are NCCL's own calls of the running call, handled as the primary's are.
- *    (NCCL alone binds them to the copy itself when no libnccl is in the global scope, the usual case:
- *    PyTorch and ctypes both load RTLD_LOCAL.)
+ * Which library a call belongs to is decided by its caller (the wrapper's return address), in NG_FOREIGN,
+ * the first statement of every wrapper (ng_foreign):
+ * - a caller inside a libnccl other than the one the current call runs with: that library's own
+ *   function, untouched. NCCL calls some of its own public functions through its PLT (docs/NCCL.md §6:
+ *   ncclCommDestroy deregisters what is still registered, ncclCommInitAll opens a group); in a copy that
+ *   is not first in the global scope they bind to ncclguard's wrappers. (Inside a guarded call of copy
+ *   k, copy k's own calls are NCCL's own calls of the running call, handled as the primary's are.)
+ * - any other caller that reached a wrapper through the global names (a library linked against libnccl,
+ *   as libtorch_cuda.so is): the libnccl that caller binds its collectives to, as the dynamic linker
+ *   binds them (the global scope first, then the caller's own dependencies): its communicators are that
+ *   library's, so the call runs through that library's entry point (nothing changes when it is the
+ *   primary, the usual case). A caller with no libnccl in reach (ctypes, nccl4py, which hold pointers
+ *   that dlsym.c gave them) keeps the primary.
+ * - the entry points and the rest of ncclguard itself: nothing changes.
  *
- * The caller question is asked on every wrapped call, ncclGroupStart/End included, so the answer is
- * cached: the address ranges of the objects seen as callers (each object's PT_LOAD span), each marked
- * with its library index or "not a libnccl". A hit is a short scan of a few ranges, without a lock; a
- * miss (the first call from an object) walks the loaded objects once (dl_iterate_phdr) under a mutex.
- * An object that is unloaded and whose addresses are reused by another keeps its first answer (a
- * libnccl is not unloaded while its communicators live). At most NG_NLIBS - 1 other copies get an
- * index; the calls of any further copy are refused (ncclInvalidUsage, a WARN), never mixed. */
+ * The question is asked on every wrapped call, ncclGroupStart/End included, so the answer is cached: the
+ * address ranges of the objects seen as callers (each object's PT_LOAD span) with their answer. A hit is a
+ * short scan of a few ranges, without a lock; a miss (the first call from an object) walks the loaded
+ * objects (dl_iterate_phdr) and looks one symbol up, outside any lock of ncclguard's, then records the
+ * answer under a mutex that is never held across a call into the dynamic linker. An object that is
+ * unloaded and whose addresses are reused by another keeps its first answer (a libnccl is not unloaded
+ * while its communicators live). At most NG_NLIBS - 1 other copies get an index; the calls of any further
+ * copy that reach ncclguard are refused (ncclInvalidUsage, a WARN), never given to another copy. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
@@ -43,12 +46,15 @@ static const char* const names[NG_NREAL] = {
 #undef NG_NAME
 };
 
+/* Library indices: 0 the primary (real.c), k > 0 libs[k], and: */
+#define NG_NOT_NCCL (-1) /* not a libnccl; for a caller's scope: no libnccl in reach */
+#define NG_LIB_FULL (-2) /* a libnccl that found no free index */
+
 struct range {
   uintptr_t lo, hi;
-  int lib; /* NG_NOT_NCCL, NG_LIB_FULL (a libnccl without an index), 0 (the primary) or k > 0: libs[k] */
+  int lib;   /* the object itself: a library index, or NG_NOT_NCCL */
+  int scope; /* an object that is not a libnccl: the library its calls of NCCL bind to (NG_NOT_NCCL: none) */
 };
-#define NG_NOT_NCCL (-1)
-#define NG_LIB_FULL (-2)
 #define NG_NRANGES 64
 static struct range ranges[NG_NRANGES];
 static int nranges; /* entries below it are complete (release/acquire) */
@@ -58,13 +64,11 @@ struct flib {
   char path[PATH_MAX];
   void* handle;
   void* fn[NG_NREAL];
-  int missing_logged[NG_NREAL];
   int version; /* its ncclGetVersion, 0 until known */
 };
 static struct flib libs[NG_NLIBS]; /* libs[0] unused: the primary is real.c's */
 static int nlibs = 1;
-static char full_path[PATH_MAX]; /* the last libnccl that found no free index */
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* ranges and libs: never held across a dl* call */
 
 struct find {
   uintptr_t addr;
@@ -95,102 +99,160 @@ static int find_cb(struct dl_phdr_info* info, size_t size, void* data) {
   const char* base = ng_basename(path);
   /* a NCCL defines pncclGetVersion (every release, and the fake); a name is not enough (libnccluser.so) */
   f->is_nccl = !ng_startswith(base, "libncclguard") && dyn && ng_elf_sym(info->dlpi_addr, dyn, "pncclGetVersion");
-  snprintf(f->path, sizeof f->path, "%s", *path ? path : "(the program)");
+  snprintf(f->path, sizeof f->path, "%s", path);
   return 1;
 }
 
-/* Called with `mu` held. The library index of the object holding addr (see struct range); cached. A
- * fresh index goes to *fresh. */
-static int classify(uintptr_t addr, uintptr_t pinned, int* fresh) {
-  int n = __atomic_load_n(&nranges, __ATOMIC_ACQUIRE);
-  for (int i = 0; i < n; i++)
-    if (addr - ranges[i].lo < ranges[i].hi - ranges[i].lo) return ranges[i].lib;
-  struct find f;
-  memset(&f, 0, sizeof f);
-  f.addr = addr;
-  dl_iterate_phdr(find_cb, &f);
-  if (!f.found) return NG_NOT_NCCL; /* not in any object (generated code): not a libnccl */
-  int lib = NG_NOT_NCCL;
-  if (f.is_nccl) {
-    if (!pinned) return NG_NOT_NCCL; /* no primary yet: decide again later, uncached */
-    if (pinned >= f.lo && pinned < f.hi) {
-      lib = 0;
-    } else {
-      lib = NG_LIB_FULL;
-      for (int k = 1; k < nlibs; k++)
-        if (libs[k].lo == f.lo) lib = k;
-      if (lib == NG_LIB_FULL && nlibs < NG_NLIBS) {
-        struct flib* l = &libs[nlibs];
-        l->lo = f.lo;
-        l->hi = f.hi;
-        snprintf(l->path, sizeof l->path, "%s", f.path);
-        lib = nlibs;
-        __atomic_store_n(&nlibs, nlibs + 1, __ATOMIC_RELEASE);
-        *fresh = lib;
-      } else if (lib == NG_LIB_FULL) {
-        *fresh = lib;
-        snprintf(full_path, sizeof full_path, "%s", f.path);
-      }
-    }
-  }
-  if (n < NG_NRANGES) {
-    ranges[n] = (struct range){f.lo, f.hi, lib};
-    __atomic_store_n(&nranges, n + 1, __ATOMIC_RELEASE);
-  }
-  return lib;
+/* The object holding addr. 0 when none does (generated code). */
+static int find_object(uintptr_t addr, struct find* f) {
+  memset(f, 0, sizeof *f);
+  f->addr = addr;
+  dl_iterate_phdr(find_cb, f);
+  return f->found;
 }
 
-/* The foreign library's own function: pnccl<X> first (never a wrapper), then ncclX, each looked up on
- * its own handle and kept only if it lies inside that library. */
-static void* lib_fn(struct flib* l, enum ng_real_id id) {
-  void* f = __atomic_load_n(&l->fn[id], __ATOMIC_ACQUIRE);
-  if (f) return f;
-  pthread_mutex_lock(&mu);
-  if (!l->handle) /* the program itself (a NCCL linked in statically, its symbols exported): dlopen(NULL) */
-    l->handle = dlopen(strcmp(l->path, "(the program)") ? l->path : NULL, RTLD_LAZY | RTLD_NOLOAD);
-  char pname[128];
-  snprintf(pname, sizeof pname, "p%s", names[id]);
-  for (int i = 0; i < 2 && !f && l->handle; i++) {
-    void* s = ng_dl_sym(l->handle, i ? names[id] : pname);
-    if (s && (uintptr_t)s >= l->lo && (uintptr_t)s < l->hi) f = s;
+static int cached(uintptr_t a, struct range* out) {
+  int n = __atomic_load_n(&nranges, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < n; i++)
+    if (a - ranges[i].lo < ranges[i].hi - ranges[i].lo) {
+      *out = ranges[i];
+      return 1;
+    }
+  return 0;
+}
+
+/* Called with `mu` held: record an answer (a full cache just is not extended). */
+static void remember(const struct range* r) {
+  int n = nranges;
+  for (int i = 0; i < n; i++)
+    if (ranges[i].lo == r->lo) return; /* another thread was first */
+  if (n < NG_NRANGES) {
+    ranges[n] = *r;
+    __atomic_store_n(&nranges, n + 1, __ATOMIC_RELEASE);
   }
-  if (f) __atomic_store_n(&l->fn[id], f, __ATOMIC_RELEASE);
+}
+
+/* Called with `mu` held: the index of the libnccl object f (0: it holds the primary), registered if new
+ * (*fresh = its index, or NG_LIB_FULL when none is left). */
+static int index_of(const struct find* f, uintptr_t pinned, int* fresh) {
+  if (pinned >= f->lo && pinned < f->hi) return 0;
+  for (int k = 1; k < nlibs; k++)
+    if (libs[k].lo == f->lo) return k;
+  if (nlibs >= NG_NLIBS) {
+    *fresh = NG_LIB_FULL;
+    return NG_LIB_FULL;
+  }
+  struct flib* l = &libs[nlibs];
+  l->lo = f->lo;
+  l->hi = f->hi;
+  snprintf(l->path, sizeof l->path, "%s", f->path);
+  *fresh = nlibs;
+  __atomic_store_n(&nlibs, nlibs + 1, __ATOMIC_RELEASE);
+  return *fresh;
+}
+
+static void log_fresh(int fresh, const char* path) {
+  if (fresh > 0)
+    ng_log_msg(NG_LOG_INFO, -1, "route",
+               "%s is a second libnccl in this process (NCCL %d; ncclguard's first is %s): its communicators are "
+               "guarded with its own functions (the calls of its callers, and its functions found on its handle), "
+               "and its own internal calls go back to it",
+               path, ng_lib_version(fresh), ng_real_lib_path());
+  else if (fresh == NG_LIB_FULL)
+    ng_log_msg(NG_LOG_WARN, -1, "route",
+               "%s is one libnccl too many in this process (ncclguard handles %d): its calls that reach "
+               "ncclguard are refused with ncclInvalidUsage, never given to another libnccl",
+               path, NG_NLIBS);
+}
+
+/* The index of the libnccl that holds addr (a function found by a lookup), registering it; NG_NOT_NCCL
+ * when addr is not in a libnccl. No lock held on entry. */
+static int nccl_index_at(uintptr_t addr, uintptr_t pinned) {
+  struct range r;
+  if (cached(addr, &r)) return r.lib;
+  struct find f;
+  if (!find_object(addr, &f) || !f.is_nccl) return NG_NOT_NCCL;
+  int fresh = 0;
+  pthread_mutex_lock(&mu);
+  int k = index_of(&f, pinned, &fresh);
+  struct range nr = {f.lo, f.hi, k, NG_NOT_NCCL};
+  remember(&nr);
   pthread_mutex_unlock(&mu);
-  return f;
+  log_fresh(fresh, f.path);
+  return k;
+}
+
+/* The library that an object which is not a libnccl binds its calls of NCCL to, as the dynamic linker does:
+ * the global scope first, then the object's own dependencies (a library loaded RTLD_LOCAL that needs
+ * libnccl). ncclAllReduce: never defined by ncclguard, always by NCCL. No lock held. */
+static int scope_of(const struct find* f, uintptr_t pinned) {
+  void* s = ng_dl_sym(RTLD_DEFAULT, "ncclAllReduce");
+  if (!s && f->path[0]) {
+    void* h = dlopen(f->path, RTLD_LAZY | RTLD_NOLOAD);
+    if (h) {
+      s = ng_dl_sym(h, "ncclAllReduce");
+      dlclose(h);
+    }
+  }
+  return s ? nccl_index_at((uintptr_t)s, pinned) : NG_NOT_NCCL;
 }
 
 static __thread int busy;
 
-/* The library index of the object holding addr (NG_NOT_NCCL, NG_LIB_FULL, 0, k): the cache, else a walk. */
-static int lib_of(uintptr_t a) {
-  int n = __atomic_load_n(&nranges, __ATOMIC_ACQUIRE);
-  for (int i = 0; i < n; i++)
-    if (a - ranges[i].lo < ranges[i].hi - ranges[i].lo) return ranges[i].lib;
+/* The cached answer for the object holding a (a caller), computing it on a miss. 0 when there is none. */
+static int answer_for(uintptr_t a, struct range* r) {
+  if (cached(a, r)) return 1;
   /* a miss: the first call from this object. Resolution (the pin) may call back into ncclguard's own
-   * wrappers through NCCL's internal calls: those are answered "not a libnccl" meanwhile. */
-  if (busy) return NG_NOT_NCCL;
+   * wrappers through NCCL's internal calls: those get no answer (nothing changes) meanwhile. */
+  if (busy) return 0;
   busy = 1;
   ng_init(); /* the configuration first: NCCLGUARD_NCCL_LIB chooses the primary */
   uintptr_t pinned = (uintptr_t)ng_real_lib_base();
-  int fresh = 0;
-  pthread_mutex_lock(&mu);
-  int lib = classify(a, pinned, &fresh);
-  pthread_mutex_unlock(&mu);
-  if (fresh > 0) {
-    int v = ng_lib_version(fresh);
-    ng_log_msg(NG_LOG_INFO, -1, "route",
-               "%s is a second libnccl in this process (NCCL %d; ncclguard's first is %s): its functions found "
-               "through ncclguard (dlsym on its handle, ctypes) are guarded with its own functions, and its own "
-               "internal calls go back to it",
-               libs[fresh].path, v, ng_real_lib_path());
-  } else if (fresh == NG_LIB_FULL) {
-    ng_log_msg(NG_LOG_WARN, -1, "route",
-               "%s is one libnccl too many in this process (ncclguard handles %d): its calls that reach "
-               "ncclguard are refused with ncclInvalidUsage, never given to another libnccl",
-               full_path, NG_NLIBS);
+  struct find f;
+  int ok = 0;
+  if (pinned && find_object(a, &f)) { /* (no primary yet, or not in any object: decide again later) */
+    if (f.is_nccl) {
+      ok = (r->lib = nccl_index_at(a, pinned)) != NG_NOT_NCCL;
+      r->scope = NG_NOT_NCCL;
+    } else {
+      int sc = scope_of(&f, pinned);
+      *r = (struct range){f.lo, f.hi, NG_NOT_NCCL, sc};
+      pthread_mutex_lock(&mu);
+      remember(r);
+      pthread_mutex_unlock(&mu);
+      ok = 1;
+      if (sc > 0)
+        ng_log_msg(NG_LOG_INFO, -1, "route", "%s binds its calls of NCCL to %s: its communicators are that "
+                   "library's, and its calls to ncclguard run with that library's functions",
+                   *f.path ? f.path : "the program", ng_lib_path(sc));
+    }
   }
   busy = 0;
-  return lib;
+  return ok;
+}
+
+/* Copy k's own function: pnccl<X> first (never a wrapper), then ncclX, each looked up on its own handle
+ * and kept only if it lies inside it. No lock: racing threads store the same answer. */
+static void* lib_fn(struct flib* l, enum ng_real_id id) {
+  void* f = __atomic_load_n(&l->fn[id], __ATOMIC_ACQUIRE);
+  if (f) return f;
+  void* h = __atomic_load_n(&l->handle, __ATOMIC_ACQUIRE);
+  if (!h) {
+    h = dlopen(l->path, RTLD_LAZY | RTLD_NOLOAD);
+    void* none = NULL;
+    if (h && !__atomic_compare_exchange_n(&l->handle, &none, h, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      dlclose(h);
+      h = none;
+    }
+  }
+  char pname[128];
+  snprintf(pname, sizeof pname, "p%s", names[id]);
+  for (int i = 0; i < 2 && !f && h; i++) {
+    void* s = ng_dl_sym(h, i ? names[id] : pname);
+    if (s && (uintptr_t)s >= l->lo && (uintptr_t)s < l->hi) f = s;
+  }
+  if (f) __atomic_store_n(&l->fn[id], f, __ATOMIC_RELEASE);
+  return f;
 }
 
 void* ng_lib_fn(int k, enum ng_real_id id) {
@@ -219,19 +281,31 @@ const char* ng_lib_path(int k) {
   return k > 0 && k < __atomic_load_n(&nlibs, __ATOMIC_ACQUIRE) ? libs[k].path : ng_real_lib_path();
 }
 
-void* ng_foreign(const void* ra, enum ng_real_id id) {
-  int lib = lib_of((uintptr_t)ra);
-  if (lib == NG_NOT_NCCL || lib == ng_tls.lib) return NULL; /* not NCCL, or the library this call runs with */
-  void* f = lib == NG_LIB_FULL ? NULL : lib == 0 ? ng_real_primary(id) : ng_lib_fn(lib, id);
-  if (f) return f;
-  const char* path = lib == NG_LIB_FULL ? "a libnccl beyond ncclguard's limit" : ng_lib_path(lib);
+static void* entry_of(int k, enum ng_real_id id);
+
+static void* missing(enum ng_real_id id, int lib) {
   static int logged[NG_NREAL];
   if (!__atomic_exchange_n(&logged[id], 1, __ATOMIC_RELAXED))
     ng_log_msg(NG_LOG_WARN, -1, names[id],
-               "a call of %s made by %s cannot be given to that library's own %s, and never to another "
+               "a call of %s that belongs to %s cannot be given to that library's own %s, and never to another "
                "libnccl's: returning ncclInvalidUsage",
-               names[id], path, names[id]);
+               names[id], lib == NG_LIB_FULL ? "a libnccl beyond ncclguard's limit" : ng_lib_path(lib), names[id]);
   return NG_FOREIGN_MISSING;
+}
+
+void* ng_foreign(const void* ra, enum ng_real_id id) {
+  struct range r;
+  if (!answer_for((uintptr_t)ra, &r)) return NULL;
+  if (r.lib != NG_NOT_NCCL) { /* called from inside a libnccl: its own call */
+    if (r.lib == ng_tls.lib) return NULL; /* of the library this call runs with */
+    void* f = r.lib == NG_LIB_FULL ? NULL : r.lib == 0 ? ng_real_primary(id) : ng_lib_fn(r.lib, id);
+    return f ? f : missing(id, r.lib);
+  }
+  /* a caller that binds its NCCL calls to another copy than the primary, through the global names */
+  if (r.scope == NG_NOT_NCCL || r.scope == 0 || ng_tls.lib != 0) return NULL;
+  if (r.scope == NG_LIB_FULL) return missing(id, r.scope);
+  void* e = entry_of(r.scope, id);
+  return e ? e : missing(id, r.scope);
 }
 
 /* ---- entry points for the other copies --------------------------------------------------------- */
@@ -295,11 +369,25 @@ static const struct { const char* name; void* fn[NG_NLIBS]; } entries[] = {
 #undef NG_ENTRY_ROW
 };
 
+
 void* ng_lib_entry(const void* found, const char* name) {
-  int k = lib_of((uintptr_t)found);
+  uintptr_t pinned = (uintptr_t)ng_real_lib_base();
+  int k = pinned ? nccl_index_at((uintptr_t)found, pinned) : NG_NOT_NCCL;
   if (k <= 0) return NULL;
   for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
     if (ng_streq(entries[i].name, name)) return entries[i].fn[k];
+  return NULL;
+}
+
+/* Copy k's entry point for the wrapped function id (NULL: not a wrapped function). */
+static void* entry_of(int k, enum ng_real_id id) {
+  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
+    if (ng_streq(entries[i].name, names[id])) return entries[i].fn[k];
+  return NULL;
+}
+#else
+static void* entry_of(int k, enum ng_real_id id) {
+  (void)k, (void)id;
   return NULL;
 }
 #endif

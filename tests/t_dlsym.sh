@@ -86,6 +86,20 @@ n2=$(echo "$out" | grep -c 'RESULT name nccl[A-Za-z]* libncclguard.so libncclgua
 [ "$other2" = "$other_b" ] && [ "$n2" = "$nn" ] && [ "$(logs two2 | grep -c 'fn=route')" = 1 ] \
   && pass "dlsym-second-libnccl-every-wrapped-name ($n2)" \
   || fail dlsym-second-libnccl-every-wrapped-name "$n2 of $nn; $(echo "$other2" | head -3) | $(logs two2 | grep -c 'fn=route') route lines"
+# a library linked against another libnccl (soname libnccl-other.so.2), loaded RTLD_LOCAL after ncclguard settled on
+# the first: its calls through the global names are ncclguard's; they run with the library it binds its
+# collectives to (shim/route.c), so its communicator is that library's and its all-reduce succeeds (forwarded
+# to the first copy, the communicator would be the first copy's and the other copy's all-reduce would refuse it)
+OTHER=$PROGS/libconsumer_other.so
+b "$DH" "$NCCL" scoped "$OTHER"
+out_bare=$out
+g scoped "$DH" "$NCCL" scoped "$OTHER"
+[ $rc = 0 ] && echo "$out_bare" | grep -q 'RESULT scoped=0' && echo "$out" | grep -q 'RESULT scoped=0' \
+  && echo "$out" | grep -q 'consumer: RESULT ok nranks=1' \
+  && lhas scoped "INFO fn=route .*libconsumer_other.so binds its calls of NCCL to .*fake-other/libnccl-other.so.2" \
+  && lhas scoped 'fn=ncclCommInitAll .*result=ncclSuccess .*msg="made by .*libnccl-other.so.2' \
+  && lhas scoped 'fn=ncclCommWindowRegister .*decision=register reason=ok' \
+  && pass two-libnccl-linked-library-runs-with-its-own || fail two-libnccl-linked-library-runs-with-its-own "$(echo "$out" | grep RESULT) $(why scoped)"
 # more copies than ncclguard has room for (NG_NLIBS = 4: the first and three others): the fourth other copy is
 # answered by glibc, with a WARN naming it (2.29: NCCL itself refuses a NULL communicator, and only ncclguard's
 # log tells who answered)

@@ -13,7 +13,8 @@ FAKE_OUT = $(FAKE_DIR)/libcuda.so.1 $(FAKE_DIR)/libcuda.so $(FAKE_DIR)/libcudart
   $(FAKE_DIR)/libnccl.so.2 $(FAKE_DIR)/libnccl.so \
   $(FAKE_LEGACY_DIR)/libcuda.so.1 $(FAKE_LEGACY_DIR)/libcudart.so.13 $(FAKE_LEGACY_DIR)/libcudart.so \
   $(FAKE_LEGACY_DIR)/libnccl.so.2 $(FAKE_LEGACY_DIR)/libnccl.so \
-  $(FAKE_DIR)/selftest $(FAKE_DIR)/plt_spy.so $(BUILD)/fake-versioned/libnccl.so.2 $(FAKE_DIR)/libncclguard_probe.so
+  $(FAKE_DIR)/selftest $(FAKE_DIR)/plt_spy.so $(BUILD)/fake-versioned/libnccl.so.2 $(FAKE_DIR)/libncclguard_probe.so \
+  $(BUILD)/fake-other/libnccl-other.so.2
 
 testbins: $(FAKE_OUT)
 
@@ -46,6 +47,13 @@ $(FAKE_LEGACY_DIR)/libnccl.so.2: $(FAKE_NCCL_SRC) $(FAKE_NCCL_HDR) $(FAKE_DIR)/l
 	@mkdir -p $(dir $@)
 	$(call ng_deps,$(CC) $(FAKE_CFLAGS) -DFAKE_LEGACY,$(FAKE_NCCL_SRC))
 	$(CC) $(FAKE_CFLAGS) -DFAKE_LEGACY -shared -Wl,-soname,libnccl.so.2 $(FAKE_NCCL_LDFLAGS) -Wl,-z,defs -o $@ $(FAKE_NCCL_SRC) \
+	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt -ldl
+
+# The same under another name (soname libnccl-other.so.2): a second libnccl that a library can link against
+# (tests/t_dlsym.sh, two copies of libnccl; issue 22)
+$(BUILD)/fake-other/libnccl-other.so.2: $(FAKE_NCCL_SRC) $(FAKE_NCCL_HDR) $(FAKE_DIR)/libcuda.so.1 tests/fake/exports.map
+	@mkdir -p $(dir $@)
+	$(CC) $(FAKE_CFLAGS) -shared -Wl,-soname,libnccl-other.so.2 $(FAKE_NCCL_LDFLAGS) -Wl,-z,defs -o $@ $(FAKE_NCCL_SRC) \
 	  -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt -ldl
 
 # The same with a version node (tests/fake/versioned.map), for dlvsym (tests/t_dlsym.sh)

@@ -11,6 +11,10 @@
  *            a collective (object, offset from its base), a missing name (NULL, dlerror's text), dlerror
  *            after a redirected lookup that followed a failed dlopen, the object of each wrapped name
  *            listed on stdin, RTLD_NEXT from a library after ncclguard (libnextprobe.so)
+ *   scoped LIBCONSUMER  LIBNCCL's ncclCommInitRank looked up (ncclguard settles on LIBNCCL), then a library
+ *            linked against another libnccl loaded RTLD_LOCAL and its consumer_run(-n 1) called: it calls
+ *            NCCL through the global names, ncclguard's, and its collectives go to its own libnccl:
+ *            "RESULT scoped=<consumer_run's status>"
  *   copies LIB...  LIBNCCL's ncclCommInitRank looked up, then each LIB loaded in turn and
  *            ncclCommWindowRegister(NULL, ...) found on its handle: "RESULT copies <rc> <rc> ..."
  *   two LIBB two copies of libnccl, both RTLD_LOCAL (PyTorch's and a binding's): a communicator on LIBNCCL
@@ -80,6 +84,14 @@ int main(int argc, char** argv) {
     int r5 = dereg(comm, w), r6 = destroy(comm);
     printf("RESULT init uid=%d init=%d alloc=%d reg=%d win=%s dereg=%d destroy=%d\n", r1, r2, r3, r4,
            w ? "set" : "NULL", r5, r6);
+  } else if (!strcmp(c, "scoped") && argc > 3) {
+    if (!dlsym(h, "ncclCommInitRank")) { printf("RESULT scoped lookup failed\n"); return 0; }
+    void* hc = dlopen(argv[3], RTLD_NOW | RTLD_LOCAL);
+    int (*run)(int, char**) = hc ? (int (*)(int, char**))dlsym(hc, "consumer_run") : NULL;
+    if (!run) { fprintf(stderr, "dlsym_handle: %s\n", dlerror()); return 2; }
+    char* args[] = {(char*)"-n", (char*)"1", NULL};
+    int r = run(2, args);
+    printf("RESULT scoped=%d\n", r);
   } else if (!strcmp(c, "copies")) {
     if (!dlsym(h, "ncclCommInitRank")) { printf("RESULT copies lookup failed\n"); return 0; }
     char line[512] = "RESULT copies";

@@ -100,6 +100,14 @@ $(1)/bench: tests/gpu/bench.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
 	$$(CC) $$(PROGS_CFLAGS) -o $$@ tests/gpu/bench.c $(PROGS_COMMON) $(2) -ldl -lpthread
 endef
 
+# libconsumer.so linked against the other fake libnccl (soname libnccl-other.so.2, RUNPATH to it): a library
+# whose NCCL is a second copy (tests/t_dlsym.sh)
+$(BUILD)/progs/libconsumer_other.so: $(PROGS_SRCDIR)/consumer.c $(PROGS_COMMON) $(PROGS_HDR) $(BUILD)/fake-other/libnccl-other.so.2 $(BUILD)/fake/libcudart.so.13
+	@mkdir -p $(@D)
+	$(CC) $(PROGS_CFLAGS) -shared -o $@ $(PROGS_SRCDIR)/consumer.c $(PROGS_COMMON) -L$(BUILD)/fake-other -l:libnccl-other.so.2 \
+	  -L$(BUILD)/fake -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN/../fake-other' -Wl,-rpath-link,$(BUILD)/fake -ldl -lpthread
+testbins: $(BUILD)/progs/libconsumer_other.so
+
 $(eval $(call progs_rules,$(BUILD)/progs,$(PROGS_FAKE_LINK),$(PROGS_FAKE_DEPS)))
 $(eval $(call progs_rules,$(BUILD)/progs-real,$(PROGS_REAL_LINK),progs-real-check))
 
