@@ -4,7 +4,7 @@
  * others wait for it: ncclguard finds the same answer first and the ranks agree on it.
  *   every version    device memory (2.30+: or host-NUMA) from the CUDA VMM API
  *                    (cuMemRetainAllocationHandle; cudaMalloc memory fails);
- *   2.27             the allocation's base and size multiples of 2 MiB, the range inside it;
+ *   2.27             the allocation's base and size multiples of 2 MiB, buff + size (modulo 2^64) inside it;
  *   2.28+            (buffer - allocation base) a multiple of 4096; 2.28 checks no range;
  *   2.29             the range inside one allocation; 2.30+ any number of mapped VMM segments.
  * None of these apply when the communicator has no symmetric support (rules.c): NCCL then
@@ -50,12 +50,15 @@ int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* 
     } else if ((p - base) % 4096) {
       *facts |= 1u << NG_R_MISALIGNED;
     }
-    /* the range: 2.27 and 2.29 want it inside the allocation (a range that wraps is not); 2.30+
+    /* the range: 2.27 wants buff + size at most the allocation's end, computed modulo 2^64 as NCCL
+     * does (register.cc at v2.27.7-1), so a range that wraps passes and registers; 2.29 wants it
+     * inside the allocation (a range that wraps finds no allocation and fails: docs/NCCL.md §2); 2.30+
      * takes several back-to-back VMM mappings (expandable segments): only a last byte that is not
-     * mapped VMM memory is refused; 2.28 does not look */
+     * mapped VMM memory is refused, and a range that wraps fails (or aborts NCCL); 2.28 does not look */
     int wraps = size - 1 > UINTPTR_MAX - p;
     int inside = !wraps && size <= asize && p - base <= asize - size;
-    if ((v227 || v229) && !inside) *facts |= 1u << NG_R_OUT_OF_RANGE;
+    if (v227 && !((uintptr_t)(p + size) <= base + asize)) *facts |= 1u << NG_R_OUT_OF_RANGE;
+    if (v229 && !inside) *facts |= 1u << NG_R_OUT_OF_RANGE;
     if (v230 && !inside) {
       int last_dev = 0, last_ord = -1;
       const void* last = (const char*)buff + (size - 1);

@@ -46,6 +46,32 @@ st fake_revoke_then_register_2_30 0 FAKE_NCCL_VERSION=23007 -- revoke_reg 2
 st fake_ranges_2_28 0 -- ranges 1,0,0,0
 st fake_ranges_2_29 0 FAKE_NCCL_VERSION=22903 -- ranges 1,1,4,1
 st fake_ranges_2_30 0 FAKE_NCCL_VERSION=23007 -- ranges 1,1,0,1
+# `buff + size` wraps (README "Modelled behaviour"): 2.27 and 2.28 register on every rank (NCCL maps the
+# allocation, not the window's size; 2.28.9 measured, issue 23); a hang (a rank failing alone) is 124.
+# 2.29+ find no allocation (the walk never starts): a buffer off 4096 from address 0 is invalid argument
+# (4); else 2.29 the CUDA error of retaining address 0 (1), 2.30.7 an assertion (abort)
+st fake_wrap_registers_2_28 0 NG_TIMEOUT=20 -- wrap 2
+st fake_wrap_registers_2_27 0 NG_TIMEOUT=20 FAKE_NCCL_VERSION=22703 -- wrap 2
+st fake_wrap_one_rank_2_28 0 -- wrap1 0 0
+st fake_wrap_2_29_no_allocation 0 FAKE_NCCL_VERSION=22903 -- wrap1 0 1
+st fake_wrap_2_29_misaligned 0 FAKE_NCCL_VERSION=22903 -- wrap1 512 4
+st fake_wrap_2_30_assertion 134 FAKE_NCCL_VERSION=23007 -- wrap1 0 0
+st fake_wrap_2_30_misaligned 0 FAKE_NCCL_VERSION=23007 -- wrap1 512 4
+n=fake_wrap_2_30_assertion_message
+has "$T/fake_wrap_2_30_assertion.log" "Assertion .numSegments == 1. failed" && pass $n || fail $n "$(cat "$T/fake_wrap_2_30_assertion.log")"
+# 2.27 inside a group: the checks and *win in the call, the exchange at group end (register.cc, group.cc
+# at v2.27.7-1): one thread driving both ranks registers on both (a deadlock is 124)
+st fake_group_one_thread_2_27 0 NG_TIMEOUT=20 FAKE_NCCL_VERSION=22703 -- group 2
+# NULL win on 2.28: rank 0 takes part in the exchange (no peer waits), the window is made and never
+# written, and keeps its allocation's place in the symmetric space until the communicator goes
+st fake_null_win_2_28_registers_1 0 NG_TIMEOUT=20 NCCL_WIN_STRIDE=0x100000000 -- nullwin 1
+st fake_null_win_2_28_registers_2 0 NG_TIMEOUT=20 NCCL_WIN_STRIDE=0x100000000 -- nullwin 2
+# ... and writes through it (SIGSEGV at group end) on a failure in the group-end job or without symmetric
+# support; NCCL_LOCAL_REGISTER=0 without symmetric support returns before: success
+st fake_null_win_2_28_misaligned_segv 139 -- nullwin1 512
+st fake_null_win_2_28_no_symmetric_segv 139 FAKE_NCCL_NO_SYMMETRIC=1 -- nullwin1 0
+st fake_null_win_2_28_no_symmetric_local_register_0 0 FAKE_NCCL_NO_SYMMETRIC=1 NCCL_LOCAL_REGISTER=0 -- nullwin1 0
+st fake_null_win_2_28_ok_one_rank 0 -- nullwin1 0
 st fake_no_symmetric_2_29_null_window 0 FAKE_NCCL_NO_SYMMETRIC=1 FAKE_NCCL_VERSION=22903 -- nosym 1
 st fake_no_symmetric_2_28_local_handle 0 FAKE_NCCL_NO_SYMMETRIC=1 -- nosym 0
 

@@ -303,6 +303,42 @@ out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/dcb.%p.log" fake_run "$PROGS/dev
 echo "$out" | grep -q 'RESULT first=0 devcomm=0 second=5 win2=(nil)' && lhas dcb 'decision=error reason=not_vmm .*device communicator' \
   && pass devcomm-then-cudamalloc-error-not-degrade || fail devcomm-then-cudamalloc-error-not-degrade "$out $(logs dcb | grep WARN | head -2)"
 
+# --- `buff + size` that wraps past the top of the address space, on both ranks (docs/NCCL.md §2;
+# tests/fake/README.md): 2.27 and 2.28 register it (2.28.9 measured: success on every rank), so
+# ncclguard passes it to NCCL; 2.29 finds no allocation (an error on every rank) and 2.30.7 aborts:
+# ncclguard degrades on every rank, reason out_of_range
+for v in 22703 22809; do
+  FAKE_NCCL_VERSION=$v b wrap-$v-bare -m thread --wrap-size --no-allreduce --expect-win nonnull --timeout 20
+  rcb=$rc
+  FAKE_NCCL_VERSION=$v g wrap-$v -m thread --wrap-size --no-allreduce --expect-win nonnull --timeout 20
+  [ $rcb = 0 ] && [ $rc = 0 ] && [ "$(logs wrap-$v | grep -c 'fn=ncclCommWindowRegister .*decision=register reason=ok')" = 2 ] \
+    && ! lhas wrap-$v 'decision=(degrade|error)' && pass wrap-$v-registers-as-nccl || fail wrap-$v-registers-as-nccl "bare rc=$rcb; $(why wrap-$v)"
+done
+FAKE_NCCL_VERSION=22903 b wrap-22903-bare -m thread --wrap-size --no-allreduce --expect-reg error --timeout 20
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok reg=ncclUnhandledCudaError win=null')" = 2 ] \
+  && pass wrap-22903-fails-without || fail wrap-22903-fails-without "rc=$rc $out"
+FAKE_NCCL_VERSION=23007 b wrap-23007-bare -m thread --wrap-size --no-allreduce --expect-reg any --timeout 20
+crashed $rc && grep -q 'Assertion .numSegments == 1. failed' "$T/wrap-23007-bare.err" && pass wrap-23007-aborts-without \
+  || fail wrap-23007-aborts-without "rc=$rc $out"
+for v in 22903 23007; do
+  FAKE_NCCL_VERSION=$v g wrap-$v -m thread --wrap-size --no-allreduce --expect-win null --timeout 20
+  [ $rc = 0 ] && [ "$(nok)" = 2 ] && [ "$(logs wrap-$v | grep -c 'fn=ncclCommWindowRegister .*decision=degrade reason=out_of_range')" = 2 ] \
+    && pass wrap-$v-degrades || fail wrap-$v-degrades "$(why wrap-$v)"
+done
+
+# --- 2.27 inside one group, one thread driving both ranks (docs/NCCL.md §6: the checks and *win in the
+# call, the exchange at group end; the fake deadlocked here before): NCCL alone registers on both ranks,
+# ncclguard too; with cudaMalloc on rank 0 ncclguard degrades on both, no hang
+FAKE_NCCL_VERSION=22703 b group27-bare -m group --reg-in-group --expect-win nonnull --iters 2 --timeout 20
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && pass group-2.27-registers-without || fail group-2.27-registers-without "rc=$rc $(echo "$out" | grep RESULT | tr '\n' ' ')"
+FAKE_NCCL_VERSION=22703 g group27 -m group --reg-in-group --expect-win nonnull --iters 2 --timeout 20
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && [ "$(logs group27 | grep -c 'fn=ncclCommWindowRegister .*decision=register reason=ok')" = 2 ] \
+  && pass group-2.27-registers || fail group-2.27-registers "$(why group27)"
+FAKE_NCCL_VERSION=22703 g group27-asym -m group --reg-in-group --alloc cuda0 --expect-win null --timeout 20
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && lhas group27-asym 'fn=ncclCommWindowRegister .*decision=degrade reason=not_vmm' \
+  && lhas group27-asym 'fn=ncclCommWindowRegister .*decision=degrade reason=peer_not_vmm' \
+  && pass group-2.27-asym-degrades-no-deadlock || fail group-2.27-asym-degrades-no-deadlock "$(why group27-asym)"
+
 # --- a peer that never takes part (here: rank 1 runs without ncclguard and registers cudaMalloc
 # memory, so it fails locally and never joins): the agreement gives up after NCCLGUARD_TIMEOUT
 # with a clear error instead of hanging forever (NCCL alone: hang, asym-hangs-without above)

@@ -134,6 +134,8 @@ struct reg_arg {
   CUdeviceptr va;
   size_t va_size;
   struct fn_symmem *mem; /* its place in the symmetric address space (sym_obtain) */
+  struct ncclWindow_vidmem *w; /* 2.27: the window, made and written at call time (reg_call_227) */
+  int in_job;           /* 2.28+: reached NCCL's group-end job (ncclDevrWindowRegisterInGroup) */
 };
 
 /* ---- symmetric support (docs/NCCL.md, from NCCL's init.cc and transport.cc per version) ---- */
@@ -381,6 +383,67 @@ static ncclResult_t not_vmm(struct ncclComm *c, struct reg_arg *a, CUresult cr)
   return cuda_fail(cr, "cuMemRetainAllocationHandle: window buffer is not from the CUDA VMM API");
 }
 
+/* 2.28 with a NULL `win`: ncclCommWindowRegister does not look at `win` and queues the task with
+ * outWinDev = NULL (src/dev_runtime.cc, ncclCommWindowRegister at v2.28.9-1). At group end
+ * ncclDevrWindowRegisterInGroup writes through it on every failure path (`fail: *outWinDev = nullptr`)
+ * and, without symmetric support, to return the local registration (`*outWinDev = localRegHandle`):
+ * a real SIGSEGV, modelled on purpose. Its success path writes only `if (outWinDev)` (symWindowCreate). */
+static void null_win_write(void)
+{
+  volatile ncclWindow_t *volatile wp = NULL; /* a volatile store: never optimised away */
+  *wp = NULL;
+}
+
+static struct ncclWindow_vidmem *win_new(struct ncclComm *c, struct reg_arg *a, int local_only)
+{
+  struct ncclWindow_vidmem *w = calloc(1, sizeof *w);
+  w->magic = 0x3172d0; w->comm = c; w->buff = a->buff; w->size = a->size; w->flags = a->flags;
+  w->local_only = local_only; w->va = a->va; w->va_size = a->va_size; w->mem = a->mem; w->live = 1;
+  fn_win_add(w);
+  pthread_mutex_lock(&c->lk);
+  w->next = c->wins;
+  c->wins = w;
+  pthread_mutex_unlock(&c->lk);
+  return w;
+}
+
+/* 2.27 (src/register/register.cc, ncclCommWindowRegister at v2.27.7-1): everything but the exchange
+ * happens in the call, inside an application group too. NCCL_LOCAL_REGISTER=0 or cuMem off: success
+ * with a NULL window, before it asks for symmetric support; then the allocation is looked up
+ * (cuMemGetAddressRange: its CUDA error is returned) and its base and size must be multiples of 2 MiB
+ * with `buff + size` inside it (else a WARN and success with a NULL window: on the symmetric path its
+ * peers then wait, docs/NCCL.md §2). `buff + size` is computed modulo 2^64, so a range that wraps
+ * passes. Then the window is allocated and written to *win (`ncclCalloc(win, 1)`); with symmetric
+ * support the allocation's handle is retained (cudaMalloc memory: its CUDA error from the call, *win
+ * freed and NULL again; inside a group the group's error: ncclGroupErrCheck) and a task queued
+ * (symRegTaskQueue, ncclGroupCommJoin). The task - the symmetric space set up on first use, the peers'
+ * mappings, the intra-node barrier - runs at group end (group.cc at v2.27.7-1: groupLaunch ->
+ * ncclCommGroupRegisterSymmetric -> ncclCommSymmetricRegisterInternal): the implicit group end of the
+ * call outside a group, the application's ncclGroupEnd inside one. Sets a->skip: 1 a NULL window, 2 a
+ * window over a local registration (no exchange), 0 the exchange at group end. */
+static ncclResult_t reg_call_227(struct ncclComm *c, struct reg_arg *a)
+{
+  if (c->damaged) { fn_set_error("communicator %p is in an error state after a failed registration", (void *)c); return ncclInternalError; }
+  if (!fn_param("NCCL_LOCAL_REGISTER", 1) || !cumem_on()) { a->skip = 1; return ncclSuccess; }
+  CUdeviceptr b0 = 0;
+  size_t s0 = 0;
+  CUresult cr0 = cuMemGetAddressRange(&b0, &s0, (CUdeviceptr)(uintptr_t)a->buff);
+  if (cr0 != CUDA_SUCCESS) return cuda_fail(cr0, "cuMemGetAddressRange");
+  if (b0 % MB2 || s0 % MB2 || !((uintptr_t)a->buff + a->size <= (uintptr_t)b0 + s0)) {
+    fprintf(stderr, "fake-nccl %d WARN NCCL window registration requires a 2MB aligned allocation containing the "
+            "buffer (buff %p size %zu)\n", (int)getpid(), a->buff, a->size);
+    a->skip = 1;
+    return ncclSuccess;
+  }
+  if (!fn_symmetric(c)) { a->skip = 2; return ncclSuccess; } /* a window over a local registration */
+  CUmemGenericAllocationHandle h;
+  CUresult cr = cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)b0);
+  if (cr != CUDA_SUCCESS) return cuda_fail(cr, "cuMemRetainAllocationHandle: window buffer is not from the CUDA VMM API");
+  cuMemRelease(h);
+  a->skip = 0;
+  return ncclSuccess;
+}
+
 static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
 {
   (void)stage;
@@ -390,29 +453,49 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
   if (complete) return a->skip ? ncclSuccess : fn_xcomplete(c, op->gen, NULL);
 
   if (c->damaged) { fn_set_error("communicator %p is in an error state after a failed registration", (void *)c); return ncclInternalError; }
+  a->in_job = 1;
   if (v < 22800) {
-    /* 2.27 (src/register/register.cc, ncclCommWindowRegister at v2.27.7-1), before it asks for
-     * symmetric support: NCCL_LOCAL_REGISTER=0 or cuMem off is success with a NULL window; then the
-     * allocation is looked up (cuMemGetAddressRange: its CUDA error is returned) and its base and size
-     * must be multiples of 2 MiB with the range's end inside it (else a WARN and success with a NULL
-     * window: on the symmetric path its peers then wait, docs/NCCL.md §2) */
-    if (!fn_param("NCCL_LOCAL_REGISTER", 1) || !cumem_on()) { a->skip = 1; return ncclSuccess; }
-    CUdeviceptr b0 = 0;
-    size_t s0 = 0;
-    CUresult cr0 = cuMemGetAddressRange(&b0, &s0, (CUdeviceptr)(uintptr_t)a->buff);
-    if (cr0 != CUDA_SUCCESS) return cuda_fail(cr0, "cuMemGetAddressRange");
-    if (b0 % MB2 || s0 % MB2 || !((uintptr_t)a->buff + a->size <= (uintptr_t)b0 + s0)) {
-      fprintf(stderr, "fake-nccl %d WARN NCCL window registration requires a 2MB aligned allocation containing the "
-              "buffer (buff %p size %zu)\n", (int)getpid(), a->buff, a->size);
-      a->skip = 1;
-      return ncclSuccess;
-    }
-    if (!fn_symmetric(c)) { a->skip = 2; return ncclSuccess; } /* a window over a local registration */
+    /* 2.27: the call made its checks (reg_call_227); here the group-end task */
   } else if (!fn_symmetric(c)) {
     /* no exchange, any buffer: 2.28 the local registration handle (*win untouched when
      * NCCL_LOCAL_REGISTER=0), 2.29+ a NULL window (docs/NCCL.md §1, §8; NVIDIA/nccl#1963) */
     a->skip = v < 22900 ? (fn_param("NCCL_LOCAL_REGISTER", 1) != 0 ? 2 : 3) : 1;
     return ncclSuccess;
+  }
+  uintptr_t p = (uintptr_t)a->buff;
+  if (v >= 22900 && p + a->size <= p) {
+    /* 2.29+, `buff + size` wraps past the top of the address space. ncclCuMemGetAddressRange
+     * (src/include/alloc.h at v2.29.7-1, v2.30.7-1) walks `while (mappedPtrEnd < userBuffEnd)` from buff
+     * to buff + size computed modulo 2^64: the walk never starts, and the allocation comes back as base
+     * 0, size 0, no segment. ncclDevrWindowRegisterInGroup (src/dev_runtime.cc) then takes buff itself
+     * as the offset (`memOffset = userPtr - memAddr`): buff not a multiple of 4096 is
+     * ncclInvalidArgument. Else 2.29 retains the handle of address 0 (its CUDA error:
+     * ncclUnhandledCudaError); 2.30 retains nothing (no segment) and reaches symMemoryObtain with no
+     * segment and no address: v2.30.7-1 asserts (src/dev_runtime_segments.cc,
+     * ncclDevrPopulateSegmentSizes `assert(numSegments == 1)`; NCCL's makefiles do not define NDEBUG),
+     * the process aborts; v2.30.3-1 and v2.30.4-1 (symMemoryObtain) store `mem->segmentSizes[0]` into
+     * the NULL array ncclCalloc gives for 0 elements: SIGSEGV. Read from the source, not measured. All
+     * before this rank joins an exchange (2.30.7's symMemoryObtain crashes before its bootstrapAllGather) */
+    if (p % NCCL_WIN_REQUIRED_ALIGNMENT) {
+      fn_set_error("Window address must be suitably aligned (window [%p, +%zu) wraps: no allocation found, offset %zu)",
+                   a->buff, a->size, (size_t)p);
+      return ncclInvalidArgument;
+    }
+    if (v < 23000) {
+      CUmemGenericAllocationHandle h0;
+      CUresult c0 = cuMemRetainAllocationHandle(&h0, NULL);
+      if (c0 == CUDA_SUCCESS) { cuMemRelease(h0); c0 = CUDA_ERROR_INVALID_VALUE; }
+      return not_vmm(c, a, c0);
+    }
+    if (v >= 23007) {
+      char line[200];
+      int n = snprintf(line, sizeof line, "fake-nccl %d: src/dev_runtime_segments.cc:24: ncclDevrPopulateSegmentSizes: "
+                       "Assertion `numSegments == 1' failed.\n", (int)getpid());
+      if (n > 0) { ssize_t w = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1); (void)w; }
+      abort(); /* the fault being modelled, on purpose */
+    }
+    volatile size_t *volatile seg = NULL; /* 2.30.3, 2.30.4: `mem->segmentSizes[0] = size` */
+    *seg = a->size;
   }
   /* 2.28+: the allocation is looked up with cuMemGetAddressRange, whose CUDA error is returned as
    * ncclUnhandledCudaError: a host buffer, or a range that runs into unmapped memory where the version
@@ -424,14 +507,9 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
    * cudaMalloc segment fails there, before the offset check), and accepts several. */
   CUdeviceptr base = 0;
   size_t asz = 0;
-  CUresult cra = cuMemGetAddressRange(&base, &asz, (CUdeviceptr)(uintptr_t)a->buff);
+  CUresult cra = cuMemGetAddressRange(&base, &asz, (CUdeviceptr)p);
   if (cra != CUDA_SUCCESS) return cuda_fail(cra, "cuMemGetAddressRange");
-  uintptr_t p = (uintptr_t)a->buff;
   int inside = a->size <= asz && p - (uintptr_t)base <= asz - a->size;
-  if (v >= 22900 && !inside && p + a->size < p) { /* buff + size wraps: not modelled from the source */
-    fn_set_error("window [%p, +%zu) wraps around the address space", a->buff, a->size);
-    return ncclInvalidArgument;
-  }
   if (v >= 23000) { /* every segment: mapped, and VMM memory (its handle retained in the walk) */
     for (CUdeviceptr q = base; q < (CUdeviceptr)(p + a->size);) {
       CUdeviceptr b2 = 0;
@@ -465,9 +543,14 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
   CUresult cr = cuMemRetainAllocationHandle(&h, a->buff);
   if (cr != CUDA_SUCCESS) return not_vmm(c, a, cr);
   cuMemRelease(h);
-  /* Reserve address space for the peers' mappings: a potentially unsafe call that fails under
-   * a global stream capture (docs/NCCL.md §7, §8); 2.30.7 fixed it (modelled with relaxed capture mode). */
-  a->va_size = (a->size + MB2 - 1) / MB2 * MB2;
+  /* Reserve address space for this rank's mapping of the allocation: a potentially unsafe call that fails
+   * under a global stream capture (docs/NCCL.md §7, §8); 2.30.7 fixed it (modelled with relaxed capture
+   * mode). Its size is the allocation's, never the window's: NCCL maps the whole allocation (cuMemMap of
+   * cuMemGetAddressRange's size: symMemoryMapLsaTeam at v2.28.9-1, ncclIpcSymmetricMap of baseSize at
+   * v2.27.7-1) into address space reserved once per communicator, so the window's own size reaches no
+   * reservation or mapping, and a `buff + size` that wraps registers on 2.27 and 2.28 (2.28.9 measured
+   * twice on H200, issue 23: success on every rank). */
+  a->va_size = (asz + MB2 - 1) / MB2 * MB2;
   CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
   if (v >= 23007) cuThreadExchangeStreamCaptureMode(&m);
   cr = cuMemAddressReserve(&a->va, a->va_size, 0, 0, 0);
@@ -488,25 +571,33 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
 static void reg_finish(struct fn_op *op, ncclResult_t r)
 {
   struct reg_arg *a = op->arg;
+  int v = fn_version();
   if (r != ncclSuccess) {
     if (a->va) cuMemAddressFree(a->va, a->va_size);
     sym_drop(op->comm, a->mem);
+    /* 2.28, NULL win: a failure in the group-end job writes through it (null_win_write). 2.27: the window
+     * the call wrote stays in *win (`NCCLCHECK(ret = ncclGroupEndInternal())` returns before `fail`) */
+    if (!a->win && a->in_job && v >= 22800 && v < 22900) null_win_write();
     return;
   }
   /* Fault injection, read at every call: FAKE_NCCL_REG_DELAY_MS=N holds this rank N ms after the
    * exchange completed, before the call returns (a slow rank: issue 19, case 2) */
   const char *dly = getenv("FAKE_NCCL_REG_DELAY_MS");
   if (dly && *dly && atoi(dly) > 0) usleep((useconds_t)atoi(dly) * 1000);
+  if (a->w) { /* 2.27: the window the call made and wrote, now symmetric */
+    a->w->va = a->va; a->w->va_size = a->va_size; a->w->mem = a->mem;
+    return;
+  }
   if (a->skip == 3) return; /* 2.28 with NCCL_LOCAL_REGISTER=0 and no symmetric support */
   if (a->skip == 1) { if (a->win) *a->win = NULL; return; }
-  struct ncclWindow_vidmem *w = calloc(1, sizeof *w);
-  w->magic = 0x3172d0; w->comm = op->comm; w->buff = a->buff; w->size = a->size; w->flags = a->flags;
-  w->local_only = a->skip == 2; w->va = a->va; w->va_size = a->va_size; w->mem = a->mem; w->live = 1;
-  fn_win_add(w);
-  pthread_mutex_lock(&op->comm->lk);
-  w->next = op->comm->wins;
-  op->comm->wins = w;
-  pthread_mutex_unlock(&op->comm->lk);
+  if (a->skip == 2 && !a->win && v < 22900) null_win_write(); /* 2.28: `*outWinDev = localRegHandle` */
+  /* 2.28, NULL win with symmetric support: the window is made, registered with every rank (the
+   * exchange above) and written to no one (symWindowCreate: `if (outWinDev) *outWinDev = winDev`;
+   * measured on H200 with 2.28.9, issue 23: success). Nothing can deregister it: it keeps its
+   * allocation's place in the symmetric address space (the memory's reference, symMemoryObtain) until
+   * its communicator goes (ncclDevrFinalize from ncclCommDestroy/Abort frees the space and the window
+   * table, v2.28.9-1); the fake releases it there like every window left registered. */
+  struct ncclWindow_vidmem *w = win_new(op->comm, a, a->skip == 2);
   if (a->win) *a->win = w;
 }
 
@@ -544,13 +635,23 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
    * (ncclEnqueueCheck, src/enqueue.cc; ncclCommWindowRegister and ncclCommEnsureReady do not read it:
    * v2.28.9-1, v2.29.7-1, v2.30.7-1; measured on 1 x H200 with 2.28.9, issue 23) */
   if ((r = fn_check_comm(comm, 1)) != ncclSuccess) goto out;
-  if (!win || !buff || size == 0) goto out; /* 2.28: success, *win untouched; 2.27: NULL (docs/NCCL.md §3) */
+  if (!buff || size == 0) goto out; /* 2.28: success, *win untouched; 2.27: NULL (docs/NCCL.md §3) */
+  /* 2.28, NULL win: queued like any registration (null_win_write, reg_finish), unless it returns before
+   * the task: `!(comm->symmetricSupport || ncclParamLocalRegister())` (v2.28.9-1) */
+  if (!win && !fn_symmetric(comm) && !fn_param("NCCL_LOCAL_REGISTER", 1)) goto out;
   struct reg_arg *a = calloc(1, sizeof *a);
   a->buff = buff; a->size = size; a->win = win; a->flags = winFlags; a->in_group = fn_in_group();
+  if (v < 22800) { /* 2.27: the checks and *win in the call, the exchange at group end (reg_call_227) */
+    if ((r = reg_call_227(comm, a)) != ncclSuccess || a->skip == 1) { free(a); goto out; } /* *win is NULL */
+    a->w = win_new(comm, a, a->skip == 2);
+    *win = a->w;
+    if (a->skip == 2) { free(a); goto out; }
+  }
   struct fn_op *op = fn_op_new(comm, 1, reg_stage, reg_finish, a);
   if (op) op->on_simulate = 1;
-  /* 2.28+ defer the work to group end (docs/NCCL.md §6); 2.27 registers inside the call */
-  r = v >= 22800 ? fn_submit(op) : fn_run_now(op);
+  /* the work at group end (docs/NCCL.md §6): the implicit one outside a group, every version (2.27: the
+   * exchange only) */
+  r = fn_submit(op);
   /* On a nonblocking communicator real NCCL 2.28.9 returns ncclSuccess here and finishes in the
    * background (ncclCommGetAsyncError says ncclInProgress until then; measured on 2 x H200, see
    * tests/gpu/results/), unlike a collective, which returns ncclInProgress. */

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +204,66 @@ static void *revoke_reg_thread(void *arg)
   return NULL;
 }
 
+/* wrap: `buff + size` wraps past the top of the address space (README "Modelled behaviour"). Rank 0
+ * registers its ncclMemAlloc buffer (at the allocation's base) with a size that wraps, the others the
+ * buffer itself; every rank must succeed with a window (2.27, 2.28: NCCL maps the whole allocation,
+ * never the window's size), and a second registration after it must pair up (the exchanges in step). A
+ * rank that fails alone leaves its peers waiting: the caller bounds it with NG_TIMEOUT. */
+static void *wrap_thread(void *arg)
+{
+  int rank = (int)(long)arg;
+  CCHECK(cudaSetDevice(rank));
+  ncclComm_t comm;
+  NCHECK(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
+  char *buf;
+  NCHECK(ncclMemAlloc((void **)&buf, 1 << 21), ncclSuccess);
+  size_t n = rank == 0 ? (size_t)(UINTPTR_MAX - (uintptr_t)buf) + 1 + 4096 : (size_t)1 << 21; /* buf + n = 4096 */
+  if (rank == 0 && (uintptr_t)buf + n >= (uintptr_t)buf) FAIL("rank 0: size %zu does not wrap", n);
+  ncclWindow_t w = NULL, w2 = NULL;
+  NCHECK(ncclCommWindowRegister(comm, buf, n, &w, 0), ncclSuccess);
+  if (!w) FAIL("rank %d: NULL window", rank);
+  NCHECK(ncclCommWindowRegister(comm, buf, 1 << 21, &w2, 0), ncclSuccess);
+  if (!w2 || w2 == w) FAIL("rank %d: second window %p (first %p)", rank, (void *)w2, (void *)w);
+  printf("rank %d: size %zu -> window %p, then %p\n", rank, n, (void *)w, (void *)w2);
+  fflush(stdout);
+  NCHECK(ncclCommWindowDeregister(comm, w), ncclSuccess);
+  NCHECK(ncclCommWindowDeregister(comm, w2), ncclSuccess);
+  NCHECK(ncclCommDestroy(comm), ncclSuccess);
+  NCHECK(ncclMemFree(buf), ncclSuccess);
+  return NULL;
+}
+
+/* nullwin: NULL `win` on 2.28 (README "Modelled behaviour"). In a symmetric space of 4 GiB
+ * (NCCL_WIN_STRIDE=0x100000000, set by the caller), rank 0 registers a 1 GiB allocation A with a NULL
+ * win, the other ranks theirs with a window; every rank must succeed (rank 0 takes part in the
+ * exchange: no peer waits). The window exists, unwritten, and holds A's place until the communicator
+ * goes: three more 1 GiB allocations fit, a fifth does not ("No suitable space", on every rank). */
+static void *nullwin_thread(void *arg)
+{
+  int rank = (int)(long)arg;
+  CCHECK(cudaSetDevice(rank));
+  ncclComm_t comm;
+  NCHECK(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
+  void *b[5];
+  ncclWindow_t w[5] = {0};
+  for (int i = 0; i < 5; i++) NCHECK(ncclMemAlloc(&b[i], (size_t)1 << 30), ncclSuccess);
+  NCHECK(ncclCommWindowRegister(comm, b[0], (size_t)1 << 30, rank == 0 ? NULL : &w[0], 0), ncclSuccess);
+  if (rank != 0 && !w[0]) FAIL("rank %d: NULL window", rank);
+  for (int i = 1; i < 4; i++) {
+    NCHECK(ncclCommWindowRegister(comm, b[i], (size_t)1 << 30, &w[i], 0), ncclSuccess);
+    if (!w[i]) FAIL("rank %d: registration %d: NULL window", rank, i);
+  }
+  ncclResult_t r = ncclCommWindowRegister(comm, b[4], (size_t)1 << 30, &w[4], 0);
+  printf("rank %d: fifth allocation -> %d (%s)\n", rank, (int)r, r ? ncclGetLastError(comm) : "-");
+  fflush(stdout);
+  if (r != ncclInternalError || !strstr(ncclGetLastError(comm), "No suitable space"))
+    FAIL("rank %d: the fifth 1 GiB allocation -> %d, want ncclInternalError: the NULL-win window holds its place", rank, (int)r);
+  for (int i = 0; i < 4; i++) NCHECK(ncclCommWindowDeregister(comm, w[i]), ncclSuccess);
+  NCHECK(ncclCommDestroy(comm), ncclSuccess);
+  for (int i = 0; i < 5; i++) NCHECK(ncclMemFree(b[i]), ncclSuccess);
+  return NULL;
+}
+
 static ncclComm_t one_rank(void)
 {
   ncclComm_t c;
@@ -243,10 +304,13 @@ int main(int argc, char **argv)
       float v = (float)r + 1;
       CCHECK(cudaMemcpy(b[r], &v, sizeof v, cudaMemcpyHostToDevice));
     }
+    int ver = 0;
+    NCHECK(ncclGetVersion(&ver), ncclSuccess);
     NCHECK(ncclGroupStart(), ncclSuccess);
     for (int r = 0; r < nranks; r++) {
       NCHECK(ncclCommWindowRegister(c[r], b[r], 4 << 20, &w[r], 0), ncclSuccess);
-      if (w[r]) FAIL("*win written before ncclGroupEnd");
+      if (ver >= 22800 && w[r]) FAIL("*win written before ncclGroupEnd");
+      if (ver < 22800 && !w[r]) FAIL("2.27: *win not written by the call (register.cc: ncclCalloc(win, 1))");
       NCHECK(ncclCommWindowRegister(c[r], b[r] + 1024, 1 << 20, &w[r + 4], 0), ncclSuccess); /* 2 per comm */
     }
     NCHECK(ncclGroupEnd(), ncclSuccess);
@@ -495,6 +559,33 @@ int main(int argc, char **argv)
         if (!WIFEXITED(st) || WEXITSTATUS(st)) FAIL("a child failed (status %d)", st);
       }
     }
+  } else if (!strcmp(mode, "wrap")) { /* ranks as threads: rank 0's size wraps; argv[2] ranks */
+    run_threads(wrap_thread);
+  } else if (!strcmp(mode, "wrap1")) { /* one rank: argv[2] = the buffer's offset in its allocation,
+                                         * argv[3] = the result wanted (a crash: the caller's exit status) */
+    if (argc < 4) FAIL("usage: wrap1 OFFSET WANT");
+    ncclComm_t c = one_rank();
+    char *buf;
+    NCHECK(ncclMemAlloc((void **)&buf, 1 << 21), ncclSuccess);
+    char *p = buf + atoi(argv[2]);
+    size_t n = (size_t)(UINTPTR_MAX - (uintptr_t)p) + 1 + 4096;
+    ncclWindow_t w = NULL;
+    ncclResult_t r = ncclCommWindowRegister(c, p, n, &w, 0);
+    printf("wrap1 %p + %zu -> %d (%s) win=%p\n", (void *)p, n, (int)r, r ? ncclGetLastError(c) : "-", (void *)w);
+    if ((int)r != atoi(argv[3])) FAIL("%d, want %s", (int)r, argv[3]);
+    if (r == ncclSuccess && !w) FAIL("NULL window");
+    if (w) NCHECK(ncclCommWindowDeregister(c, w), ncclSuccess);
+    NCHECK(ncclCommDestroy(c), ncclSuccess);
+  } else if (!strcmp(mode, "nullwin")) { /* ranks as threads: rank 0 with a NULL win; argv[2] ranks */
+    run_threads(nullwin_thread);
+  } else if (!strcmp(mode, "nullwin1")) { /* one rank, NULL win, buffer at argv[2] bytes into its allocation:
+                                            * success (the caller sets what should crash) */
+    if (argc < 3) FAIL("usage: nullwin1 OFFSET");
+    ncclComm_t c = one_rank();
+    char *buf;
+    NCHECK(ncclMemAlloc((void **)&buf, 1 << 21), ncclSuccess);
+    NCHECK(ncclCommWindowRegister(c, buf + atoi(argv[2]), 4096, NULL, 0), ncclSuccess);
+    NCHECK(ncclCommDestroy(c), ncclSuccess);
   } else if (!strcmp(mode, "nosym")) { /* argv[2]: 1 = expect NULL window */
     ncclComm_t c = one_rank();
     void *buf;

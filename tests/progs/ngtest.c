@@ -35,6 +35,8 @@ static void usage(FILE* f) {
     "  --twice                register the same buffer twice\n"
     "  --dereg-after-destroy  ncclCommDestroy, then ncclCommWindowDeregister (PyTorch's teardown)\n"
     "  --null-comm --null-win --null-buff --zero-size   pass that bad argument to the registration\n"
+    "  --wrap-size            register a size such that buff + size wraps past the top of the address\n"
+    "                         space (to buff + --size, modulo 2^64)\n"
     "  --split                ncclCommSplit(color=rank%%2) and register/all-reduce on the child too\n"
     "  --devcomm              ncclDevCommCreate after registering (skip if the loaded NCCL lacks it)\n"
     "  --iters K              K all-reduces (default 1); --no-allreduce: none\n"
@@ -56,7 +58,7 @@ static int parse_expect(const char* s, int* out) {
 
 enum {
   O_NONBLOCKING = 256, O_WAIT_READY, O_CONFIG, O_ALLOC, O_SIZE, O_OFFSET, O_FLAGS, O_REG_IN_GROUP,
-  O_CAPTURE, O_TWICE, O_DEREG_AFTER, O_NULL_COMM, O_NULL_WIN, O_NULL_BUFF, O_ZERO_SIZE, O_SPLIT,
+  O_CAPTURE, O_TWICE, O_DEREG_AFTER, O_NULL_COMM, O_NULL_WIN, O_NULL_BUFF, O_ZERO_SIZE, O_WRAP_SIZE, O_SPLIT,
   O_DEVCOMM, O_ITERS, O_NO_ALLREDUCE, O_EXPECT_WIN, O_EXPECT_REG, O_TIMEOUT,
 };
 
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
     {"dereg-after-destroy", no_argument, 0, O_DEREG_AFTER},
     {"null-comm", no_argument, 0, O_NULL_COMM}, {"null-win", no_argument, 0, O_NULL_WIN},
     {"null-buff", no_argument, 0, O_NULL_BUFF}, {"zero-size", no_argument, 0, O_ZERO_SIZE},
+    {"wrap-size", no_argument, 0, O_WRAP_SIZE},
     {"split", no_argument, 0, O_SPLIT}, {"devcomm", no_argument, 0, O_DEVCOMM},
     {"iters", required_argument, 0, O_ITERS}, {"no-allreduce", no_argument, 0, O_NO_ALLREDUCE},
     {"expect-win", required_argument, 0, O_EXPECT_WIN},
@@ -114,6 +117,7 @@ int main(int argc, char** argv) {
     case O_NULL_WIN: opt.null_win = 1; break;
     case O_NULL_BUFF: opt.null_buff = 1; break;
     case O_ZERO_SIZE: opt.zero_size = 1; break;
+    case O_WRAP_SIZE: opt.wrap_size = 1; break;
     case O_SPLIT: opt.split = 1; break;
     case O_DEVCOMM: opt.devcomm = 1; break;
     case O_ITERS: opt.iters = atoi(optarg); break;

@@ -17,7 +17,7 @@ struct ng_opts {
   int flags;
   int reg_in_group, capture, twice;
   int dereg_after_destroy;
-  int null_comm, null_win, null_buff, zero_size;
+  int null_comm, null_win, null_buff, zero_size, wrap_size;
   int split, devcomm;
   int iters, allreduce;
   int expect_win, expect_reg;

@@ -290,6 +290,7 @@ static void phase_register(struct ng_rank* r, int n, int k) {
     ncclComm_t c = bad && opt.null_comm ? NULL : t->comm;
     void* b = bad && opt.null_buff ? NULL : (char*)t->base + t->off;
     size_t sz = bad && opt.zero_size ? 0 : opt.size;
+    if (bad && opt.wrap_size && b) sz = (size_t)(UINTPTR_MAX - (uintptr_t)b) + 1 + opt.size; /* b + sz wraps */
     ncclWindow_t* wp = bad && opt.null_win ? NULL : &t->win;
     ncclResult_t rc;
     NCALL(q, 1, rc, ncclCommWindowRegister(c, b, sz, wp, opt.flags),
