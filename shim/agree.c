@@ -185,7 +185,7 @@ static void* wd_main(void* arg) {
 }
 
 void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline) {
-  *w = (struct watch){.comm = comm, .dev = dev, .lib = ng_tls.lib, .deadline = deadline};
+  *w = (struct watch){.comm = comm, .dev = dev, .lib = ng_cur_lib(), .deadline = deadline};
   if (!ng_can_revoke()) return;
   pthread_once(&wd_once, wd_init);
   pthread_mutex_lock(&wd_lock);
@@ -435,7 +435,7 @@ static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclR
   }
   L->n = ng;
   L->dev = g[0].dev;
-  L->lib = ng_tls.lib;
+  L->lib = ng_cur_lib();
   for (int j = 0; j < ng; j++) {
     L->it[j].comm = g[j].comm, L->it[j].buf = g[j].res.buf, L->it[j].len = g[j].len, L->it[j].s = g[j].res.s;
   }

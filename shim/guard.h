@@ -110,6 +110,12 @@ static inline const char* ng_basename(const char* path) {
 
 /* ---- other copies of libnccl (route.c) ------------------------------------------------------ */
 #define NG_NLIBS 4 /* the primary and up to three other copies */
+/* How many other copies have an index (0 in the usual process): read before ng_tls.lib, so that a process
+ * with one libnccl never pays for the thread-local lookup on its calls into NCCL. */
+extern int ng_route_others;
+static inline int ng_cur_lib(void) {
+  return __builtin_expect(__atomic_load_n(&ng_route_others, __ATOMIC_RELAXED) != 0, 0) ? ng_tls.lib : 0;
+}
 /* The primary's function (real.c's choice), whatever library the current call runs with. */
 void* ng_real_primary(enum ng_real_id id);
 /* Copy k's own function, its NCCL version (0 unknown), its path (k = 0: the primary's). */
@@ -125,13 +131,30 @@ void* ng_lib_entry(const void* found, const char* name);
 void* ng_foreign(const void* ra, enum ng_real_id id);
 #define NG_FOREIGN_MISSING ((void*)1)
 void ng_route_fork_lock(int on);
-/* First statement of every wrapper: a call made by another libnccl (its own internal call of a public
- * function, bound to ncclguard through the global scope) goes to that library, untouched. */
-#define NG_FOREIGN(fn, ...)                                                                        \
-  do {                                                                                             \
-    void* ng_ff_ = ng_foreign(__builtin_return_address(0), NG_ID_##fn);                           \
-    if (__builtin_expect(ng_ff_ != NULL, 0))                                                        \
-      return ng_ff_ == NG_FOREIGN_MISSING ? ncclInvalidUsage : ((__typeof__(&fn))ng_ff_)(__VA_ARGS__); \
+/* route.c's cache of callers: the address range of each object seen calling a wrapper, with its answer.
+ * Entries are written once, before ng_route_n (or the hint) publishes them. */
+struct ng_route_range {
+  uintptr_t lo, hi;
+  int lib;   /* the object itself: a library index, or -1: not a libnccl */
+  int scope; /* not a libnccl: the library its calls of NCCL bind to (-1: none) */
+};
+extern struct ng_route_range ng_route_ranges[];
+/* The entry last answered "nothing to do, whatever the thread" (a caller that is not a libnccl and binds
+ * to the primary or to none), -1 before any: the one compare on the path of almost every call. */
+extern int ng_route_hint;
+static inline int ng_route_quiet(uintptr_t a) {
+  int i = __atomic_load_n(&ng_route_hint, __ATOMIC_ACQUIRE);
+  return i >= 0 && a - ng_route_ranges[i].lo < ng_route_ranges[i].hi - ng_route_ranges[i].lo;
+}
+/* First statement of every wrapper: a call that belongs to another libnccl goes to it (route.c). */
+#define NG_FOREIGN(fn, ...)                                                                            \
+  do {                                                                                                 \
+    const void* ng_ra_ = __builtin_return_address(0);                                                  \
+    if (!ng_route_quiet((uintptr_t)ng_ra_)) {                                                          \
+      void* ng_ff_ = ng_foreign(ng_ra_, NG_ID_##fn);                                                   \
+      if (__builtin_expect(ng_ff_ != NULL, 0))                                                         \
+        return ng_ff_ == NG_FOREIGN_MISSING ? ncclInvalidUsage : ((__typeof__(&fn))ng_ff_)(__VA_ARGS__); \
+    }                                                                                                  \
   } while (0)
 
 /* Call the real function `fn` with the in-NCCL guard held; `res` receives its result. */

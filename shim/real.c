@@ -132,7 +132,8 @@ static void* same_library(void* f, const char* name) {
 }
 
 void* ng_real(enum ng_real_id id) {
-  if (ng_tls.lib > 0) return ng_lib_fn(ng_tls.lib, id); /* a call through another copy's entry points */
+  int k = ng_cur_lib();
+  if (k > 0) return ng_lib_fn(k, id); /* a call through another copy's entry points */
   return ng_real_primary(id);
 }
 
@@ -189,7 +190,8 @@ ncclResult_t ng_missing(enum ng_real_id id) {
 }
 
 int ng_nccl_version(void) {
-  if (ng_tls.lib > 0) return ng_lib_version(ng_tls.lib);
+  int k = ng_cur_lib();
+  if (k > 0) return ng_lib_version(k);
   static int version = -1;
   int v = __atomic_load_n(&version, __ATOMIC_RELAXED);
   if (v >= 0) return v;

@@ -50,14 +50,18 @@ static const char* const names[NG_NREAL] = {
 #define NG_NOT_NCCL (-1) /* not a libnccl; for a caller's scope: no libnccl in reach */
 #define NG_LIB_FULL (-2) /* a libnccl that found no free index */
 
-struct range {
-  uintptr_t lo, hi;
-  int lib;   /* the object itself: a library index, or NG_NOT_NCCL */
-  int scope; /* an object that is not a libnccl: the library its calls of NCCL bind to (NG_NOT_NCCL: none) */
-};
+/* guard.h's struct ng_route_range: lib is the object's own index or NG_NOT_NCCL; scope, for an object that
+ * is not a libnccl, the library its calls of NCCL bind to (NG_NOT_NCCL: none) */
+#define range ng_route_range
 #define NG_NRANGES 64
-static struct range ranges[NG_NRANGES];
+struct ng_route_range ng_route_ranges[NG_NRANGES];
+#define ranges ng_route_ranges
 static int nranges; /* entries below it are complete (release/acquire) */
+int ng_route_hint = -1;
+_Static_assert(NG_NOT_NCCL == -1, "guard.h's ng_route_range says -1");
+
+/* An answer that holds whatever the thread runs with: not a libnccl, bound to the primary or to none. */
+static int quiet(const struct range* r) { return r->lib == NG_NOT_NCCL && (r->scope == NG_NOT_NCCL || r->scope == 0); }
 
 struct flib {
   uintptr_t lo, hi;
@@ -68,6 +72,7 @@ struct flib {
 };
 static struct flib libs[NG_NLIBS]; /* libs[0] unused: the primary is real.c's */
 static int nlibs = 1;
+int ng_route_others; /* nlibs - 1, for ng_cur_lib() */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* ranges and libs: never held across a dl* call */
 
 struct find {
@@ -116,6 +121,7 @@ static int cached(uintptr_t a, struct range* out) {
   for (int i = 0; i < n; i++)
     if (a - ranges[i].lo < ranges[i].hi - ranges[i].lo) {
       *out = ranges[i];
+      if (quiet(out)) __atomic_store_n(&ng_route_hint, i, __ATOMIC_RELEASE); /* the next call's fast path */
       return 1;
     }
   return 0;
@@ -148,6 +154,7 @@ static int index_of(const struct find* f, uintptr_t pinned, int* fresh) {
   snprintf(l->path, sizeof l->path, "%s", f->path);
   *fresh = nlibs;
   __atomic_store_n(&nlibs, nlibs + 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&ng_route_others, nlibs - 1, __ATOMIC_RELEASE);
   return *fresh;
 }
 
@@ -297,12 +304,12 @@ void* ng_foreign(const void* ra, enum ng_real_id id) {
   struct range r;
   if (!answer_for((uintptr_t)ra, &r)) return NULL;
   if (r.lib != NG_NOT_NCCL) { /* called from inside a libnccl: its own call */
-    if (r.lib == ng_tls.lib) return NULL; /* of the library this call runs with */
+    if (r.lib == ng_cur_lib()) return NULL; /* of the library this call runs with */
     void* f = r.lib == NG_LIB_FULL ? NULL : r.lib == 0 ? ng_real_primary(id) : ng_lib_fn(r.lib, id);
     return f ? f : missing(id, r.lib);
   }
   /* a caller that binds its NCCL calls to another copy than the primary, through the global names */
-  if (r.scope == NG_NOT_NCCL || r.scope == 0 || ng_tls.lib != 0) return NULL;
+  if (r.scope == NG_NOT_NCCL || r.scope == 0 || ng_cur_lib() != 0) return NULL;
   if (r.scope == NG_LIB_FULL) return missing(id, r.scope);
   void* e = entry_of(r.scope, id);
   return e ? e : missing(id, r.scope);

@@ -92,8 +92,8 @@ static void created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0
   ng_kv_dbl(&l, "us", ng_now_us() - t0);
   ng_kv_str(&l, "decision", "pass");
   ng_kv_str(&l, "reason", "ok");
-  if (ng_tls.lib > 0) /* made through another copy of libnccl (route.c): name it */
-    ng_line_end(&l, "made by %s (NCCL %d), the communicator's own libnccl", ng_lib_path(ng_tls.lib), ng_nccl_version());
+  if (ng_cur_lib() > 0) /* made through another copy of libnccl (route.c): name it */
+    ng_line_end(&l, "made by %s (NCCL %d), the communicator's own libnccl", ng_lib_path(ng_cur_lib()), ng_nccl_version());
   else
     ng_line_end(&l, NULL);
 }
@@ -320,7 +320,7 @@ static int eol_bounded(enum ng_real_id id, ncclComm_t comm, ncclResult_t* res) {
   struct eol_job* J = calloc(1, sizeof *J);
   int threaded = 0;
   if (J) {
-    J->id = id, J->comm = comm, J->lib = ng_tls.lib;
+    J->id = id, J->comm = comm, J->lib = ng_cur_lib();
     pthread_mutex_init(&J->mu, NULL);
     ng_cond_init(&J->cv);
     threaded = ng_spawn_detached(eol_main, J) == 0;
