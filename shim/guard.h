@@ -188,6 +188,7 @@ int ng_log_on(int level);
 void ng_line_begin(struct ng_line* l, int level, int dev);
 void ng_kv_str(struct ng_line* l, const char* key, const char* val);
 void ng_kv_int(struct ng_line* l, const char* key, long long val);
+void ng_kv_uint(struct ng_line* l, const char* key, unsigned long long val); /* an int key, unsigned (a size) */
 void ng_kv_u64hex(struct ng_line* l, const char* key, uint64_t val);
 void ng_kv_ptr(struct ng_line* l, const char* key, const void* p);
 void ng_kv_dbl(struct ng_line* l, const char* key, double v);

@@ -294,6 +294,15 @@ void ng_kv_int(struct ng_line* l, const char* k, long long v) {
   done(l);
 }
 
+void ng_kv_uint(struct ng_line* l, const char* k, unsigned long long v) {
+  check_key(k, NG_T_int);
+  char s[32];
+  snprintf(s, sizeof s, "%llu", v);
+  key(l, k);
+  puts_(l, s);
+  done(l);
+}
+
 void ng_kv_u64hex(struct ng_line* l, const char* k, uint64_t v) {
   char s[24];
   check_key(k, NG_T_hex64);

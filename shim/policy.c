@@ -56,7 +56,7 @@ void ng_log_reg(const struct ng_regreq* r, int level, const char* msg) {
     ng_kv_int(&l, "nranks", r->cv.nranks);
   }
   ng_kv_ptr(&l, "buff", r->buff);
-  ng_kv_int(&l, "size", (long long)r->size);
+  ng_kv_uint(&l, "size", r->size); /* a size_t: a wrapping size (buff + size past 2^64) reads as itself */
   ng_kv_int(&l, "flags", r->flags);
   /* *win is ours to read only once NCCL or ncclguard wrote it (a refused call leaves it untouched) */
   int written = r->win && (r->decision == NG_D_REGISTER || r->decision == NG_D_DEGRADE || r->decision == NG_D_REUSE);

@@ -102,8 +102,11 @@ static int find_cb(struct dl_phdr_info* info, size_t size, void* data) {
   f->hi = hi;
   const char* path = info->dlpi_name ? info->dlpi_name : "";
   const char* base = ng_basename(path);
-  /* a NCCL defines pncclGetVersion (every release, and the fake); a name is not enough (libnccluser.so) */
-  f->is_nccl = !ng_startswith(base, "libncclguard") && dyn && ng_elf_sym(info->dlpi_addr, dyn, "pncclGetVersion");
+  /* A copy of NCCL is named libnccl* and defines pncclGetVersion (every release, and the fakes): the name
+   * alone is not enough (libnccluser.so links against NCCL), nor the symbols (a library that stands between
+   * ncclguard and NCCL, defining NCCL's functions to forward them: tests/progs/notready.c, a tracer) */
+  f->is_nccl = ng_startswith(base, "libnccl") && !ng_startswith(base, "libncclguard") && dyn &&
+               ng_elf_sym(info->dlpi_addr, dyn, "pncclGetVersion");
   snprintf(f->path, sizeof f->path, "%s", path);
   return 1;
 }
@@ -141,7 +144,7 @@ static void remember(const struct range* r) {
 /* Called with `mu` held: the index of the libnccl object f (0: it holds the primary), registered if new
  * (*fresh = its index, or NG_LIB_FULL when none is left). */
 static int index_of(const struct find* f, uintptr_t pinned, int* fresh) {
-  if (pinned >= f->lo && pinned < f->hi) return 0;
+  if (pinned >= f->lo && pinned < f->hi) return 0; /* (the primary object: a copy, primary_ok()) */
   for (int k = 1; k < nlibs; k++)
     if (libs[k].lo == f->lo) return k;
   if (nlibs >= NG_NLIBS) {
@@ -206,6 +209,24 @@ static int scope_of(const struct find* f, uintptr_t pinned) {
 
 static __thread int busy;
 
+/* 1 when the object ncclguard forwards to (real.c's pin) is itself a copy of NCCL; -1 when it is something
+ * else, a library standing between ncclguard and NCCL (it defines NCCL's functions and forwards them): then
+ * the copy behind it cannot be told from another, and nothing is routed (every caller runs with the
+ * primary, as without this file); 0 until known. */
+static int primary_state;
+static int primary_ok(uintptr_t pinned) {
+  int s = __atomic_load_n(&primary_state, __ATOMIC_ACQUIRE);
+  if (s || !pinned) return s > 0;
+  struct find f;
+  s = find_object(pinned, &f) && f.is_nccl ? 1 : -1;
+  __atomic_store_n(&primary_state, s, __ATOMIC_RELEASE);
+  if (s < 0)
+    ng_log_msg(NG_LOG_INFO, -1, "route", "the NCCL functions ncclguard forwards to come from %s, which is not a copy "
+               "of NCCL (a library that forwards them): every call goes there, and no second copy of libnccl is told "
+               "apart", ng_real_lib_path());
+  return s > 0;
+}
+
 /* The cached answer for the object holding a (a caller), computing it on a miss. 0 when there is none. */
 static int answer_for(uintptr_t a, struct range* r) {
   if (cached(a, r)) return 1;
@@ -217,7 +238,13 @@ static int answer_for(uintptr_t a, struct range* r) {
   uintptr_t pinned = (uintptr_t)ng_real_lib_base();
   struct find f;
   int ok = 0;
-  if (pinned && find_object(a, &f)) { /* (no primary yet, or not in any object: decide again later) */
+  if (pinned && !primary_ok(pinned) && find_object(a, &f)) { /* nothing is routed: every caller is quiet */
+    *r = (struct range){f.lo, f.hi, NG_NOT_NCCL, NG_NOT_NCCL};
+    pthread_mutex_lock(&mu);
+    remember(r);
+    pthread_mutex_unlock(&mu);
+    ok = 1;
+  } else if (pinned && find_object(a, &f)) { /* (no primary yet, or not in any object: decide again later) */
     if (f.is_nccl) {
       ok = (r->lib = nccl_index_at(a, pinned)) != NG_NOT_NCCL;
       r->scope = NG_NOT_NCCL;
@@ -379,7 +406,7 @@ static const struct { const char* name; void* fn[NG_NLIBS]; } entries[] = {
 
 void* ng_lib_entry(const void* found, const char* name) {
   uintptr_t pinned = (uintptr_t)ng_real_lib_base();
-  int k = pinned ? nccl_index_at((uintptr_t)found, pinned) : NG_NOT_NCCL;
+  int k = pinned && primary_ok(pinned) ? nccl_index_at((uintptr_t)found, pinned) : NG_NOT_NCCL;
   if (k <= 0) return NULL;
   for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
     if (ng_streq(entries[i].name, name)) return entries[i].fn[k];

@@ -312,7 +312,8 @@ for v in 22703 22809; do
   rcb=$rc
   FAKE_NCCL_VERSION=$v g wrap-$v -m thread --wrap-size --no-allreduce --expect-win nonnull --timeout 20
   [ $rcb = 0 ] && [ $rc = 0 ] && [ "$(logs wrap-$v | grep -c 'fn=ncclCommWindowRegister .*decision=register reason=ok')" = 2 ] \
-    && ! lhas wrap-$v 'decision=(degrade|error)' && pass wrap-$v-registers-as-nccl || fail wrap-$v-registers-as-nccl "bare rc=$rcb; $(why wrap-$v)"
+    && ! lhas wrap-$v 'decision=(degrade|error)' && lhas wrap-$v 'fn=ncclCommWindowRegister .* size=[0-9]{19,20} ' \
+    && pass wrap-$v-registers-as-nccl || fail wrap-$v-registers-as-nccl "bare rc=$rcb; $(why wrap-$v)"
 done
 FAKE_NCCL_VERSION=22903 b wrap-22903-bare -m thread --wrap-size --no-allreduce --expect-reg error --timeout 20
 [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok reg=ncclUnhandledCudaError win=null')" = 2 ] \
