@@ -21,9 +21,11 @@
  * does, with one INFO line per library. The answer then is the result of glibc's own lookup on that
  * handle, replaced: the last dl* call is that lookup, so dlerror() reads as it would.
  *
- * The real dlvsym is found without any dl* call: glibc's dlvsym in libc.so.6 (2.34+) or libdl.so.2,
- * from the ELF tables of the objects in _r_debug's list (elfsym.c; no dl_iterate_phdr, which TSan
- * intercepts). It then answers dlvsym(RTLD_NEXT, "dlsym" / "dlvsym", "GLIBC_2.34" or "GLIBC_2.2.5")
+ * The next dlsym and dlvsym are found without calling ncclguard's own: glibc's dlsym and dlvsym, read from
+ * the ELF tables of libc.so.6 (2.34+) or libdl.so.2 in _r_debug's list of objects (elfsym.c; no
+ * dl_iterate_phdr, which TSan intercepts), are asked for dlsym(RTLD_NEXT, "dlsym" / "dlvsym"): the next
+ * definition after ncclguard whatever its version (another interposer's, else glibc's), else, by version,
+ * dlvsym(RTLD_NEXT, ..., "GLIBC_2.34" or "GLIBC_2.2.5"),
  * for ncclguard. Sanitizer runtimes call dlsym(RTLD_NEXT, ...) while they start, before ncclguard's
  * constructors and before their own interceptors are ready: this file (and elfsym.c) is never
  * instrumented (Makefile), and the path of such a lookup touches no thread-local storage and calls no
@@ -74,8 +76,13 @@ static void* not_found(void* handle, const char* name) {
 
 static void init(void) {
   void* (*gv)(void*, const char*, const char*) = (void* (*)(void*, const char*, const char*))glibc_fn("dlvsym");
-  void* s = NULL;
-  void* v = NULL;
+  void* (*gs)(void*, const char*) = (void* (*)(void*, const char*))glibc_fn("dlsym");
+  /* The next definition in the global scope after ncclguard, whatever its version: another interposer
+   * preloaded after ncclguard (a profiler's unversioned dlsym) keeps seeing the lookups it sees without
+   * ncclguard. A versioned lookup would skip it (dlvsym takes only the named version), so that is the
+   * fallback. */
+  void* s = gs ? gs(RTLD_NEXT, "dlsym") : NULL;
+  void* v = gs ? gs(RTLD_NEXT, "dlvsym") : NULL;
   static const char* const vers[] = {"GLIBC_2.34", "GLIBC_2.2.5"};
   for (int i = 0; gv && i < 2; i++) {
     if (!s) s = gv(RTLD_NEXT, "dlsym", vers[i]);

@@ -72,6 +72,23 @@ nn=$(echo $names | wc -w)
 out=$(echo $names | NCCLGUARD_DLSYM=0 fake_run "$DH" "$VNCCL" lookups NCCL_FAKE 2>&1)
 [ "$out" = "$out_b" ] && pass dlsym-off-every-lookup-as-glibc || fail dlsym-off-every-lookup-as-glibc "$(echo "$out" | grep ncclguard | head -2)"
 
+# --- another dlsym interposer (a profiler's: defines dlsym, finds the next with dlvsym(RTLD_NEXT, "dlsym",
+# <glibc's version>)), preloaded after ncclguard, as ncclguard-run orders them: ncclguard jumps to it for every
+# lookup it does not answer itself, so it sees lookups as without ncclguard, and the redirect still holds.
+# Preloaded before ncclguard: no recursion, the program runs (that interposer's versioned lookup skips
+# ncclguard's dlsym: docs/behaviour.md) ------------------------------------------------------------------------
+SPY=$PROGS/libdlspy.so
+export FAKE_NCCL_VERSION=22809
+out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/spy.%p.log" NG_PRELOAD_PREFIX="${NG_PRELOAD_PREFIX:-}" \
+      env LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM:$SPY" timeout -k 2 "$NG_TIMEOUT" "$DH" "$NCCL" reg 2>&1); rc=$?
+n=$(echo "$out" | sed -n 's/^dlspy: lookups=\([0-9]*\)$/\1/p')
+[ $rc = 0 ] && echo "$out" | grep -q 'RESULT reg=4' && [ "${n:-0}" -gt 0 ] && lhas spy 'reason=null_comm' \
+  && pass "dlsym-interposer-after-ncclguard-sees-lookups ($n)" || fail dlsym-interposer-after-ncclguard-sees-lookups "rc=$rc n=$n $(echo "$out" | tail -2)"
+unset FAKE_NCCL_VERSION
+out=$(env LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SPY:$SHIM" timeout -k 2 "$NG_TIMEOUT" "$DH" "$NCCL" init 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q 'RESULT init uid=0 init=0 alloc=0 reg=0 win=set dereg=0 destroy=0' && echo "$out" | grep -q '^dlspy: lookups=[1-9]' \
+  && pass dlsym-interposer-before-ncclguard-no-recursion || fail dlsym-interposer-before-ncclguard-no-recursion "rc=$rc $(echo "$out" | tail -2)"
+
 # --- a second libnccl (ncclguard told to forward to another one): its handle answers ncclguard's entry points
 # for it (shim/route.c), dlsym and dlvsym alike, one INFO line naming it; every other lookup as glibc ----------
 export FAKE_NCCL_VERSION=22809

@@ -107,6 +107,11 @@ $(BUILD)/progs/libconsumer_other.so: $(PROGS_SRCDIR)/consumer.c $(PROGS_COMMON) 
 	$(CC) $(PROGS_CFLAGS) -shared -o $@ $(PROGS_SRCDIR)/consumer.c $(PROGS_COMMON) -L$(BUILD)/fake-other -l:libnccl-other.so.2 \
 	  -L$(BUILD)/fake -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN/../fake-other' -Wl,-rpath-link,$(BUILD)/fake -ldl -lpthread
 testbins: $(BUILD)/progs/libconsumer_other.so
+# another dlsym interposer (tests/t_dlsym.sh)
+$(BUILD)/progs/libdlspy.so: $(PROGS_SRCDIR)/dlspy.c
+	@mkdir -p $(@D)
+	$(CC) $(PROGS_CFLAGS) -shared -o $@ $(PROGS_SRCDIR)/dlspy.c -ldl
+testbins: $(BUILD)/progs/libdlspy.so
 
 $(eval $(call progs_rules,$(BUILD)/progs,$(PROGS_FAKE_LINK),$(PROGS_FAKE_DEPS)))
 $(eval $(call progs_rules,$(BUILD)/progs-real,$(PROGS_REAL_LINK),progs-real-check))
