@@ -52,16 +52,14 @@ static const char* const names[NG_NREAL] = {
 
 /* guard.h's struct ng_route_range: lib is the object's own index or NG_NOT_NCCL; scope, for an object that
  * is not a libnccl, the library its calls of NCCL bind to (NG_NOT_NCCL: none) */
-#define range ng_route_range
 #define NG_NRANGES 64
 struct ng_route_range ng_route_ranges[NG_NRANGES];
-#define ranges ng_route_ranges
 static int nranges; /* entries below it are complete (release/acquire) */
 int ng_route_hint = -1;
 _Static_assert(NG_NOT_NCCL == -1, "guard.h's ng_route_range says -1");
 
 /* An answer that holds whatever the thread runs with: not a libnccl, bound to the primary or to none. */
-static int quiet(const struct range* r) { return r->lib == NG_NOT_NCCL && (r->scope == NG_NOT_NCCL || r->scope == 0); }
+static int quiet(const struct ng_route_range* r) { return r->lib == NG_NOT_NCCL && (r->scope == NG_NOT_NCCL || r->scope == 0); }
 
 struct flib {
   uintptr_t lo, hi;
@@ -119,11 +117,11 @@ static int find_object(uintptr_t addr, struct find* f) {
   return f->found;
 }
 
-static int cached(uintptr_t a, struct range* out) {
+static int cached(uintptr_t a, struct ng_route_range* out) {
   int n = __atomic_load_n(&nranges, __ATOMIC_ACQUIRE);
   for (int i = 0; i < n; i++)
-    if (a - ranges[i].lo < ranges[i].hi - ranges[i].lo) {
-      *out = ranges[i];
+    if (a - ng_route_ranges[i].lo < ng_route_ranges[i].hi - ng_route_ranges[i].lo) {
+      *out = ng_route_ranges[i];
       if (quiet(out)) __atomic_store_n(&ng_route_hint, i, __ATOMIC_RELEASE); /* the next call's fast path */
       return 1;
     }
@@ -131,12 +129,12 @@ static int cached(uintptr_t a, struct range* out) {
 }
 
 /* Called with `mu` held: record an answer (a full cache just is not extended). */
-static void remember(const struct range* r) {
+static void remember(const struct ng_route_range* r) {
   int n = nranges;
   for (int i = 0; i < n; i++)
-    if (ranges[i].lo == r->lo) return; /* another thread was first */
+    if (ng_route_ranges[i].lo == r->lo) return; /* another thread was first */
   if (n < NG_NRANGES) {
-    ranges[n] = *r;
+    ng_route_ranges[n] = *r;
     __atomic_store_n(&nranges, n + 1, __ATOMIC_RELEASE);
   }
 }
@@ -178,14 +176,14 @@ static void log_fresh(int fresh, const char* path) {
 /* The index of the libnccl that holds addr (a function found by a lookup), registering it; NG_NOT_NCCL
  * when addr is not in a libnccl. No lock held on entry. */
 static int nccl_index_at(uintptr_t addr, uintptr_t pinned) {
-  struct range r;
+  struct ng_route_range r;
   if (cached(addr, &r)) return r.lib;
   struct find f;
   if (!find_object(addr, &f) || !f.is_nccl) return NG_NOT_NCCL;
   int fresh = 0;
   pthread_mutex_lock(&mu);
   int k = index_of(&f, pinned, &fresh);
-  struct range nr = {f.lo, f.hi, k, NG_NOT_NCCL};
+  struct ng_route_range nr = {f.lo, f.hi, k, NG_NOT_NCCL};
   remember(&nr);
   pthread_mutex_unlock(&mu);
   log_fresh(fresh, f.path);
@@ -228,7 +226,7 @@ static int primary_ok(uintptr_t pinned) {
 }
 
 /* The cached answer for the object holding a (a caller), computing it on a miss. 0 when there is none. */
-static int answer_for(uintptr_t a, struct range* r) {
+static int answer_for(uintptr_t a, struct ng_route_range* r) {
   if (cached(a, r)) return 1;
   /* a miss: the first call from this object. Resolution (the pin) may call back into ncclguard's own
    * wrappers through NCCL's internal calls: those get no answer (nothing changes) meanwhile. */
@@ -239,7 +237,7 @@ static int answer_for(uintptr_t a, struct range* r) {
   struct find f;
   int ok = 0;
   if (pinned && !primary_ok(pinned) && find_object(a, &f)) { /* nothing is routed: every caller is quiet */
-    *r = (struct range){f.lo, f.hi, NG_NOT_NCCL, NG_NOT_NCCL};
+    *r = (struct ng_route_range){f.lo, f.hi, NG_NOT_NCCL, NG_NOT_NCCL};
     pthread_mutex_lock(&mu);
     remember(r);
     pthread_mutex_unlock(&mu);
@@ -250,7 +248,7 @@ static int answer_for(uintptr_t a, struct range* r) {
       r->scope = NG_NOT_NCCL;
     } else {
       int sc = scope_of(&f, pinned);
-      *r = (struct range){f.lo, f.hi, NG_NOT_NCCL, sc};
+      *r = (struct ng_route_range){f.lo, f.hi, NG_NOT_NCCL, sc};
       pthread_mutex_lock(&mu);
       remember(r);
       pthread_mutex_unlock(&mu);
@@ -328,7 +326,7 @@ static void* missing(enum ng_real_id id, int lib) {
 }
 
 void* ng_foreign(const void* ra, enum ng_real_id id) {
-  struct range r;
+  struct ng_route_range r;
   if (!answer_for((uintptr_t)ra, &r)) return NULL;
   if (r.lib != NG_NOT_NCCL) { /* called from inside a libnccl: its own call */
     if (r.lib == ng_cur_lib()) return NULL; /* of the library this call runs with */
