@@ -54,6 +54,9 @@
  * assembly below: not static. */
 void* ng_next_dlsym;
 void* ng_next_dlvsym;
+/* glibc's dlsym itself, for ncclguard's own lookups (ng_dl_sym): RTLD_NEXT and RTLD_DEFAULT answered
+ * relative to ncclguard, whatever interposer comes next */
+static void* glibc_dlsym;
 
 /* glibc's own function `name`, from libc.so.6 (2.34+) or libdl.so.2 (before), by their ELF tables. */
 static void* glibc_fn(const char* name) {
@@ -91,6 +94,7 @@ static void init(void) {
   if (!s || s == (void*)ng_dlsym_self) s = glibc_fn("dlsym");
   if (!v || v == (void*)ng_dlvsym_self) v = (void*)gv;
   /* never NULL: the assembly jumps to it. glibc always has dlsym; a process without one gets NULL. */
+  __atomic_store_n(&glibc_dlsym, gs ? (void*)gs : s ? s : (void*)not_found, __ATOMIC_RELEASE);
   __atomic_store_n(&ng_next_dlvsym, v ? v : (void*)not_found, __ATOMIC_RELEASE);
   __atomic_store_n(&ng_next_dlsym, s ? s : (void*)not_found, __ATOMIC_RELEASE);
 }
@@ -101,7 +105,7 @@ static inline void ensure_init(void) {
 
 void* ng_dl_sym(void* handle, const char* name) {
   ensure_init();
-  return ((void* (*)(void*, const char*))ng_next_dlsym)(handle, name);
+  return ((void* (*)(void*, const char*))__atomic_load_n(&glibc_dlsym, __ATOMIC_ACQUIRE))(handle, name);
 }
 
 static void* next_sym(void* handle, const char* name) {
