@@ -49,13 +49,18 @@ void ng_parse_env(struct ng_config* cfg);
 void ng_dump_config(void);
 
 /* ---- per-thread state ------------------------------------------------------------------- */
+#define NG_NLIBS 4 /* copies of libnccl ncclguard tells apart: the primary and up to three others (route.c) */
 struct ng_regreq;
+/* One thread's group on one libnccl: each copy of NCCL keeps its own group state, and so does ncclguard. */
+struct ng_group {
+  int depth;                 /* ncclGroupStart nesting seen from the application */
+  struct ng_regreq* pending; /* window registrations queued inside the group */
+  int npending, cappending;
+};
 struct ng_tls {
   int in_nccl;              /* >0 while this thread is inside the real NCCL: calls are NCCL's own */
-  int group_depth;          /* ncclGroupStart nesting seen from the application */
-  struct ng_regreq* pending; /* window registrations queued inside a group */
-  int npending, cappending;
   int lib;                  /* the libnccl this call runs with: 0 the primary (real.c), k > 0 another copy (route.c) */
+  struct ng_group grp[NG_NLIBS];
 };
 extern __thread struct ng_tls ng_tls;
 
@@ -109,13 +114,14 @@ static inline const char* ng_basename(const char* path) {
 }
 
 /* ---- other copies of libnccl (route.c) ------------------------------------------------------ */
-#define NG_NLIBS 4 /* the primary and up to three other copies */
 /* How many other copies have an index (0 in the usual process): read before ng_tls.lib, so that a process
  * with one libnccl never pays for the thread-local lookup on its calls into NCCL. */
 extern int ng_route_others;
 static inline int ng_cur_lib(void) {
   return __builtin_expect(__atomic_load_n(&ng_route_others, __ATOMIC_RELAXED) != 0, 0) ? ng_tls.lib : 0;
 }
+/* This thread's group state on the libnccl the current call runs with. */
+static inline struct ng_group* ng_grp(void) { return &ng_tls.grp[ng_cur_lib()]; }
 /* The primary's function (real.c's choice), whatever library the current call runs with. */
 void* ng_real_primary(enum ng_real_id id);
 /* Copy k's own function, its NCCL version (0 unknown), its path (k = 0: the primary's). */

@@ -52,7 +52,7 @@ static const char* const names[NG_NREAL] = {
 
 /* guard.h's struct ng_route_range: lib is the object's own index or NG_NOT_NCCL; scope, for an object that
  * is not a libnccl, the library its calls of NCCL bind to (NG_NOT_NCCL: none) */
-#define NG_NRANGES 64
+#define NG_NRANGES 256
 struct ng_route_range ng_route_ranges[NG_NRANGES];
 static int nranges; /* entries below it are complete (release/acquire) */
 int ng_route_hint = -1;
@@ -78,8 +78,23 @@ struct find {
   int found;
   uintptr_t lo, hi;
   int is_nccl;
+  int needs_nccl; /* links against a libnccl (a DT_NEEDED entry naming one) */
   char path[PATH_MAX];
 };
+
+static int is_libnccl_name(const char* base) { return ng_startswith(base, "libnccl") && !ng_startswith(base, "libncclguard"); }
+
+/* 1 when the object's dynamic section has a DT_NEEDED entry naming a libnccl: it calls NCCL through its own
+ * imports (libtorch_cuda.so, nccl-tests), not through pointers it was given (ctypes' libffi, nccl4py) */
+static int needs_libnccl(uintptr_t base, const ElfW(Dyn)* dyn) {
+  const char* strtab = NULL;
+  for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; d++)
+    if (d->d_tag == DT_STRTAB) strtab = (const char*)(d->d_un.d_ptr < base ? d->d_un.d_ptr + base : d->d_un.d_ptr);
+  if (!strtab) return 0;
+  for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; d++)
+    if (d->d_tag == DT_NEEDED && is_libnccl_name(ng_basename(strtab + d->d_un.d_val))) return 1;
+  return 0;
+}
 
 static int find_cb(struct dl_phdr_info* info, size_t size, void* data) {
   (void)size;
@@ -103,8 +118,8 @@ static int find_cb(struct dl_phdr_info* info, size_t size, void* data) {
   /* A copy of NCCL is named libnccl* and defines pncclGetVersion (every release, and the fakes): the name
    * alone is not enough (libnccluser.so links against NCCL), nor the symbols (a library that stands between
    * ncclguard and NCCL, defining NCCL's functions to forward them: tests/progs/notready.c, a tracer) */
-  f->is_nccl = ng_startswith(base, "libnccl") && !ng_startswith(base, "libncclguard") && dyn &&
-               ng_elf_sym(info->dlpi_addr, dyn, "pncclGetVersion");
+  f->is_nccl = is_libnccl_name(base) && dyn && ng_elf_sym(info->dlpi_addr, dyn, "pncclGetVersion");
+  f->needs_nccl = !f->is_nccl && dyn && needs_libnccl(info->dlpi_addr, dyn);
   snprintf(f->path, sizeof f->path, "%s", path);
   return 1;
 }
@@ -122,7 +137,8 @@ static int cached(uintptr_t a, struct ng_route_range* out) {
   for (int i = 0; i < n; i++)
     if (a - ng_route_ranges[i].lo < ng_route_ranges[i].hi - ng_route_ranges[i].lo) {
       *out = ng_route_ranges[i];
-      if (quiet(out)) __atomic_store_n(&ng_route_hint, i, __ATOMIC_RELEASE); /* the next call's fast path */
+      if (quiet(out) && __atomic_load_n(&ng_route_hint, __ATOMIC_RELAXED) != i)
+        __atomic_store_n(&ng_route_hint, i, __ATOMIC_RELEASE); /* the next call's fast path */
       return 1;
     }
   return 0;
@@ -160,6 +176,7 @@ static int index_of(const struct find* f, uintptr_t pinned, int* fresh) {
 }
 
 static void log_fresh(int fresh, const char* path) {
+  if (ng_cfg.disable) return; /* nothing logged */
   if (fresh > 0)
     ng_log_msg(NG_LOG_INFO, -1, "route",
                "%s is a second libnccl in this process (NCCL %d; ncclguard's first is %s): its communicators are "
@@ -192,8 +209,11 @@ static int nccl_index_at(uintptr_t addr, uintptr_t pinned) {
 
 /* The library that an object which is not a libnccl binds its calls of NCCL to, as the dynamic linker does:
  * the global scope first, then the object's own dependencies (a library loaded RTLD_LOCAL that needs
- * libnccl). ncclAllReduce: never defined by ncclguard, always by NCCL. No lock held. */
+ * libnccl). ncclAllReduce: never defined by ncclguard, always by NCCL. Only for an object that links
+ * against a libnccl: one that calls through pointers (ctypes' libffi, nccl4py) holds what dlsym.c gave it,
+ * which already names its library. No lock held. */
 static int scope_of(const struct find* f, uintptr_t pinned) {
+  if (!f->needs_nccl) return NG_NOT_NCCL;
   void* s = ng_dl_sym(RTLD_DEFAULT, "ncclAllReduce");
   if (!s && f->path[0]) {
     void* h = dlopen(f->path, RTLD_LAZY | RTLD_NOLOAD);
@@ -218,7 +238,7 @@ static int primary_ok(uintptr_t pinned) {
   struct find f;
   s = find_object(pinned, &f) && f.is_nccl ? 1 : -1;
   __atomic_store_n(&primary_state, s, __ATOMIC_RELEASE);
-  if (s < 0)
+  if (s < 0 && !ng_cfg.disable)
     ng_log_msg(NG_LOG_INFO, -1, "route", "the NCCL functions ncclguard forwards to come from %s, which is not a copy "
                "of NCCL (a library that forwards them): every call goes there, and no second copy of libnccl is told "
                "apart", ng_real_lib_path());
@@ -234,29 +254,30 @@ static int answer_for(uintptr_t a, struct ng_route_range* r) {
   busy = 1;
   ng_init(); /* the configuration first: NCCLGUARD_NCCL_LIB chooses the primary */
   uintptr_t pinned = (uintptr_t)ng_real_lib_base();
-  struct find f;
   int ok = 0;
-  if (pinned && !primary_ok(pinned) && find_object(a, &f)) { /* nothing is routed: every caller is quiet */
-    *r = (struct ng_route_range){f.lo, f.hi, NG_NOT_NCCL, NG_NOT_NCCL};
-    pthread_mutex_lock(&mu);
-    remember(r);
-    pthread_mutex_unlock(&mu);
+  struct find f;
+  if (pinned) { /* (no primary yet: decide again later) */
     ok = 1;
-  } else if (pinned && find_object(a, &f)) { /* (no primary yet, or not in any object: decide again later) */
-    if (f.is_nccl) {
-      ok = (r->lib = nccl_index_at(a, pinned)) != NG_NOT_NCCL;
-      r->scope = NG_NOT_NCCL;
+    if (!find_object(a, &f) || !primary_ok(pinned)) {
+      /* quiet: code outside any object (generated: its page), or nothing is routed at all */
+      uintptr_t page = a & ~(uintptr_t)4095;
+      *r = f.found ? (struct ng_route_range){f.lo, f.hi, NG_NOT_NCCL, NG_NOT_NCCL}
+                   : (struct ng_route_range){page, page + 4096, NG_NOT_NCCL, NG_NOT_NCCL};
+    } else if (f.is_nccl) {
+      *r = (struct ng_route_range){f.lo, f.hi, nccl_index_at(a, pinned), NG_NOT_NCCL}; /* (remembered there) */
+      ok = r->lib != NG_NOT_NCCL;
     } else {
       int sc = scope_of(&f, pinned);
       *r = (struct ng_route_range){f.lo, f.hi, NG_NOT_NCCL, sc};
-      pthread_mutex_lock(&mu);
-      remember(r);
-      pthread_mutex_unlock(&mu);
-      ok = 1;
-      if (sc > 0)
+      if (sc > 0 && !ng_cfg.disable)
         ng_log_msg(NG_LOG_INFO, -1, "route", "%s binds its calls of NCCL to %s: its communicators are that "
                    "library's, and its calls to ncclguard run with that library's functions",
                    *f.path ? f.path : "the program", ng_lib_path(sc));
+    }
+    if (ok && r->lib == NG_NOT_NCCL) {
+      pthread_mutex_lock(&mu);
+      remember(r);
+      pthread_mutex_unlock(&mu);
     }
   }
   busy = 0;
@@ -328,6 +349,10 @@ static void* missing(enum ng_real_id id, int lib) {
 void* ng_foreign(const void* ra, enum ng_real_id id) {
   struct ng_route_range r;
   if (!answer_for((uintptr_t)ra, &r)) return NULL;
+  if (ng_cfg.disable) { /* pure pass-through: each call to the copy it belongs to, as without ncclguard */
+    int k = r.lib != NG_NOT_NCCL ? r.lib : r.scope;
+    return k > 0 ? ng_lib_fn(k, id) : NULL;
+  }
   if (r.lib != NG_NOT_NCCL) { /* called from inside a libnccl: its own call */
     if (r.lib == ng_cur_lib()) return NULL; /* of the library this call runs with */
     void* f = r.lib == NG_LIB_FULL ? NULL : r.lib == 0 ? ng_real_primary(id) : ng_lib_fn(r.lib, id);

@@ -66,7 +66,7 @@ static void created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0
   int dev = -1;
   /* Inside ncclGroupStart/End the communicator exists only after ncclGroupEnd: its device, rank
    * and size are asked for at its first registration instead. */
-  if (state == NG_COMM_READY && ng_tls.group_depth == 0) {
+  if (state == NG_COMM_READY && ng_grp()->depth == 0) {
     ncclResult_t e;
     NG_CALL(e, ncclCommCuDevice, comm, &dev);
     if (rank < 0) NG_CALL(e, ncclCommUserRank, comm, &rank);

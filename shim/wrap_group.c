@@ -24,7 +24,7 @@ NG_API ncclResult_t ncclGroupStart(void) {
     return res;
   }
   NG_CALL(res, ncclGroupStart);
-  if (res == ncclSuccess) ng_tls.group_depth++;
+  if (res == ncclSuccess) ng_grp()->depth++;
   return res;
 }
 
@@ -41,13 +41,14 @@ static ncclResult_t group_end(ncclSimInfo_t* sim, int simulate) {
   }
   if (simulate) NG_CALL(res, ncclGroupSimulateEnd, sim);
   else NG_CALL(res, ncclGroupEnd);
-  if (ng_tls.group_depth > 0) ng_tls.group_depth--;
-  if (ng_tls.group_depth > 0 || ng_tls.npending == 0) return res;
+  struct ng_group* G = ng_grp(); /* this libnccl's group (route.c: each copy of NCCL has its own) */
+  if (G->depth > 0) G->depth--;
+  if (G->depth > 0 || G->npending == 0) return res;
   /* Outermost group end with queued registrations. */
-  struct ng_regreq* reqs = ng_tls.pending;
-  int n = ng_tls.npending;
-  ng_tls.pending = NULL;
-  ng_tls.npending = ng_tls.cappending = 0;
+  struct ng_regreq* reqs = G->pending;
+  int n = G->npending;
+  G->pending = NULL;
+  G->npending = G->cappending = 0;
   /* NCCL drops a group in which a call failed (group.cc, 2.27.7 - 2.30.7): the registrations queued in
    * it are refused too, agreed with the peers (whose own group may have succeeded) so that no rank
    * registers alone */

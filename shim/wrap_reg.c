@@ -19,7 +19,7 @@ static ncclResult_t refuse(struct ng_regreq* r, int reason, ncclResult_t res) {
 }
 
 static int queue(struct ng_regreq* r) {
-  struct ng_tls* t = &ng_tls;
+  struct ng_group* t = ng_grp();
   if (t->npending == t->cappending) {
     int cap = t->cappending ? 2 * t->cappending : 8;
     struct ng_regreq* p = realloc(t->pending, (size_t)cap * sizeof *p);
@@ -56,7 +56,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowRegister)(ncclComm_t comm, void* bu
                 res, r.t0, NG_D_PASS, NG_R_COMM_SUSPENDED, ng_reason_advice(NG_R_COMM_SUSPENDED));
     return res;
   }
-  if (ng_tls.group_depth > 0) {
+  if (ng_grp()->depth > 0) {
     /* Inside ncclGroupStart/End: NCCL completes registrations at group end and nothing can be
      * agreed inside the group, so the request waits for the outermost ncclGroupEnd. */
     if (queue(&r)) return refuse(&r, NG_R_OK, ncclSystemError);

@@ -182,6 +182,30 @@ for mode in local global; do
     && pass "two-libnccl-$mode-each-guarded-with-its-own" \
     || fail "two-libnccl-$mode-each-guarded-with-its-own" "$(echo "$out" | grep -E 'Dereg|RESULT|Invalid') $(why two$mode)"
 done
+# a group open on the first copy while the second registers in a group of its own: each copy of NCCL keeps its
+# own group state, so the second copy's ncclGroupEnd ends its group and the window is there (with one group
+# depth for both, the registration waited for the first copy's group end and ran with the first copy)
+b "$DH" "$NCCL" twogroup "$SECOND"
+out_bare=$out
+g twogroup "$DH" "$NCCL" twogroup "$SECOND"
+res='RESULT twogroup start=0 init=0 bstart=0 reg=0 end=0 win=set outer=0'
+[ $rc = 0 ] && echo "$out_bare" | grep -qx "$res" && echo "$out" | grep -qx "$res" \
+  && lhas twogroup 'fn=ncclCommWindowRegister .*decision=register reason=ok' \
+  && pass two-libnccl-groups-each-its-own || fail two-libnccl-groups-each-its-own "bare: $(echo "$out_bare" | grep RESULT) | $(echo "$out" | grep RESULT) $(why twogroup)"
+# the first copy's pointers called after a second copy was loaded RTLD_GLOBAL, by a program that links against no
+# libnccl: its calls belong to the library of its pointers (the global scope's libnccl is not its own)
+b "$DH" "$NCCL" late "$SECOND"
+out_bare=$out
+g late "$DH" "$NCCL" late "$SECOND"
+res='RESULT late uid=0 init=0 reg=0 allreduce=0 destroy=0'
+[ $rc = 0 ] && echo "$out_bare" | grep -qx "$res" && echo "$out" | grep -qx "$res" && ! lhas late 'made by' \
+  && lhas late 'fn=ncclCommWindowRegister .*decision=register reason=ok' \
+  && pass two-libnccl-pointer-callers-keep-their-library || fail two-libnccl-pointer-callers-keep-their-library "bare: $(echo "$out_bare" | grep RESULT) | $(echo "$out" | grep RESULT) $(why late)"
+# NCCLGUARD_DISABLE=1, two copies: pure pass-through: each copy's internal calls reach it, nothing is logged
+out=$(NCCLGUARD_DISABLE=1 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/twodis.%p.log" FAKE_NCCL_TRACE=1 fake_run "$DH" "$NCCL" two "$SECOND" local 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -qx 'RESULT two a=0,0,0,0,0 b=0,0,0,0,0,0' && [ "$(own "$out")" = 2 ] && [ "$(ownb "$out")" = 1 ] \
+  && [ -z "$(logs twodis)" ] && ! echo "$out" | grep -q NCCLGUARD && pass two-libnccl-disabled-pure-pass-through \
+  || fail two-libnccl-disabled-pure-pass-through "$(echo "$out" | grep -E 'Dereg|RESULT|NCCLGUARD' | head -4) $(logs twodis | head -2)"
 # the seed's failure through the second copy's handle: a NULL communicator
 export FAKE_NCCL_VERSION=22809
 b "$DH" "$NCCL" twonull "$SECOND"

@@ -21,9 +21,10 @@ activate(), once per process:
    dlsym(handle, name). Preloaded on x86_64, ncclguard's own dlsym answers those; loaded here, glibc's
    dlsym comes first in the global scope and would hand them NCCL's functions. So CDLL.__getitem__
    (which attribute access goes through) asks the library's ncclguard_handle_sym(handle, name) for every
-   name starting with "nccl" after ctypes' own lookup: ncclguard's function for a wrapped name on the
-   handle of the libnccl ncclguard forwards to, else None and ctypes' answer stands (collectives,
-   other libraries, a second libnccl, NCCLGUARD_DLSYM=0). Every other behaviour of ctypes is unchanged.
+   name starting with "nccl" after ctypes' own lookup: for a wrapped name on a libnccl's handle,
+   ncclguard's function (or, on a second copy of libnccl, ncclguard's entry point for that copy);
+   else None and ctypes' answer stands (collectives, other libraries, NCCLGUARD_DLSYM=0). Every other
+   behaviour of ctypes is unchanged.
 Messages go through the hook's logger: the library's line format, NCCLGUARD_LOG level and
 NCCLGUARD_LOG_FILE (stderr by default), fn=python.activate. Nothing here raises.
 """

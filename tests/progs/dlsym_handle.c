@@ -15,6 +15,13 @@
  *            linked against another libnccl loaded RTLD_LOCAL and its consumer_run(-n 1) called: it calls
  *            NCCL through the global names, ncclguard's, and its collectives go to its own libnccl:
  *            "RESULT scoped=<consumer_run's status>"
+ *   twogroup LIBB  a group open on LIBNCCL (ncclGroupStart) while LIBB, loaded RTLD_LOCAL, registers a window in
+ *            a group of its own on a communicator of its own; each copy of NCCL has its own group, so LIBB's
+ *            ncclGroupEnd ends LIBB's: "RESULT twogroup start=.. reg=.. end=.. win=set|NULL outer=.."
+ *   late LIBB  LIBNCCL's functions looked up first (ncclguard settles on LIBNCCL), then LIBB loaded RTLD_GLOBAL,
+ *            then a communicator, a window and an all-reduce through LIBNCCL's pointers (the program does
+ *            not link against any libnccl: its calls belong to the library of the pointers it holds):
+ *            "RESULT late init=.. reg=.. allreduce=.. destroy=.."
  *   copies LIB...  LIBNCCL's ncclCommInitRank looked up, then each LIB loaded in turn and
  *            ncclCommWindowRegister(NULL, ...) found on its handle: "RESULT copies <rc> <rc> ..."
  *   two LIBB two copies of libnccl, both RTLD_LOCAL (PyTorch's and a binding's): a communicator on LIBNCCL
@@ -92,6 +99,51 @@ int main(int argc, char** argv) {
     char* args[] = {(char*)"-n", (char*)"1", NULL};
     int r = run(2, args);
     printf("RESULT scoped=%d\n", r);
+  } else if (!strcmp(c, "twogroup") && argc > 3) {
+    ncclResult_t (*gs)(void) = (ncclResult_t(*)(void))dlsym(h, "ncclGroupStart");
+    ncclResult_t (*ge)(void) = (ncclResult_t(*)(void))dlsym(h, "ncclGroupEnd");
+    void* hb = dlopen(argv[3], RTLD_NOW | RTLD_LOCAL);
+    if (!gs || !ge || !hb) { printf("RESULT twogroup lookup failed\n"); return 0; }
+    ncclResult_t (*uid)(ncclUniqueId*) = (ncclResult_t(*)(ncclUniqueId*))dlsym(hb, "ncclGetUniqueId");
+    ncclResult_t (*init)(ncclComm_t*, int, ncclUniqueId, int) =
+        (ncclResult_t(*)(ncclComm_t*, int, ncclUniqueId, int))dlsym(hb, "ncclCommInitRank");
+    ncclResult_t (*alloc)(void**, size_t) = (ncclResult_t(*)(void**, size_t))dlsym(hb, "ncclMemAlloc");
+    reg_t reg = (reg_t)dlsym(hb, "ncclCommWindowRegister");
+    ncclResult_t (*bgs)(void) = (ncclResult_t(*)(void))dlsym(hb, "ncclGroupStart");
+    ncclResult_t (*bge)(void) = (ncclResult_t(*)(void))dlsym(hb, "ncclGroupEnd");
+    ncclResult_t (*destroy)(ncclComm_t) = (ncclResult_t(*)(ncclComm_t))dlsym(hb, "ncclCommDestroy");
+    if (!uid || !init || !alloc || !reg || !bgs || !bge || !destroy) { printf("RESULT twogroup lookup failed\n"); return 0; }
+    ncclUniqueId id;
+    ncclComm_t comm = NULL;
+    void* b = NULL;
+    ncclWindow_t w = NULL;
+    int r0 = gs(); /* the first copy's group stays open throughout */
+    int r1 = uid(&id) | init(&comm, 1, id, 0) | alloc(&b, 1 << 21);
+    int r2 = bgs(), r3 = reg(comm, b, 1 << 21, &w, NCCL_WIN_COLL_SYMMETRIC), r4 = bge();
+    const char* seen = w ? "set" : "NULL"; /* at the second copy's group end, as NCCL writes it */
+    int r5 = ge();
+    destroy(comm);
+    printf("RESULT twogroup start=%d init=%d bstart=%d reg=%d end=%d win=%s outer=%d\n", r0, r1, r2, r3, r4, seen, r5);
+  } else if (!strcmp(c, "late") && argc > 3) {
+    ncclResult_t (*uid)(ncclUniqueId*) = (ncclResult_t(*)(ncclUniqueId*))dlsym(h, "ncclGetUniqueId");
+    ncclResult_t (*init)(ncclComm_t*, int, ncclUniqueId, int) =
+        (ncclResult_t(*)(ncclComm_t*, int, ncclUniqueId, int))dlsym(h, "ncclCommInitRank");
+    ncclResult_t (*alloc)(void**, size_t) = (ncclResult_t(*)(void**, size_t))dlsym(h, "ncclMemAlloc");
+    reg_t reg = (reg_t)dlsym(h, "ncclCommWindowRegister");
+    ncclResult_t (*ar)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) =
+        (ncclResult_t(*)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))dlsym(h, "ncclAllReduce");
+    ncclResult_t (*destroy)(ncclComm_t) = (ncclResult_t(*)(ncclComm_t))dlsym(h, "ncclCommDestroy");
+    if (!uid || !init || !alloc || !reg || !ar || !destroy) { printf("RESULT late lookup failed\n"); return 0; }
+    if (!dlopen(argv[3], RTLD_NOW | RTLD_GLOBAL)) { fprintf(stderr, "dlsym_handle: %s\n", dlerror()); return 2; }
+    ncclUniqueId id;
+    ncclComm_t comm = NULL;
+    void* b = NULL;
+    ncclWindow_t w = NULL;
+    int r0 = uid(&id) | alloc(&b, 1 << 21), r1 = init(&comm, 1, id, 0);
+    int r2 = reg(comm, b, 1 << 21, &w, NCCL_WIN_COLL_SYMMETRIC);
+    int r3 = ar(b, b, 16, ncclFloat32, ncclSum, comm, NULL);
+    int r4 = destroy(comm);
+    printf("RESULT late uid=%d init=%d reg=%d allreduce=%d destroy=%d\n", r0, r1, r2, r3, r4);
   } else if (!strcmp(c, "copies")) {
     if (!dlsym(h, "ncclCommInitRank")) { printf("RESULT copies lookup failed\n"); return 0; }
     char line[512] = "RESULT copies";
