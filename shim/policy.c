@@ -220,6 +220,28 @@ static void phase_preflight(struct ng_regreq* reqs, int n) {
       else r->facts |= 1u << NG_R_CAPTURING;
     }
   }
+  /* Relaxed mode is this thread's: NCCL 2.28 - 2.30.6 run the symmetric registrations of several
+   * communicators of one group each in a thread of its own (asyncJobLaunch, src/group.cc at v2.28.9-1,
+   * v2.29.7-1), in CUDA's default capture mode, where they fail and invalidate the capture (one runs in
+   * this thread). So a batch with more than one such communicator degrades under a capture, on every rank
+   * (the reason is voted). From NCCL's source and the fake that follows it (tests/fake/README.md). */
+  int jobs = 0;
+  for (int i = 0; i < n; i++) {
+    const struct ng_regreq* r = &reqs[i];
+    if (!r->relaxed || r->arg_reason || r->decision == NG_D_ERROR || r->rules.sym != NG_SYM_YES) continue;
+    int seen = 0;
+    for (int j = 0; j < i && !seen; j++)
+      seen = reqs[j].comm == r->comm && reqs[j].relaxed && !reqs[j].arg_reason && reqs[j].rules.sym == NG_SYM_YES;
+    jobs += !seen;
+  }
+  if (jobs > 1)
+    for (int i = 0; i < n; i++) {
+      struct ng_regreq* r = &reqs[i];
+      if (r->relaxed && !r->arg_reason && r->decision != NG_D_ERROR && r->rules.sym == NG_SYM_YES) {
+        r->relaxed = 0;
+        r->arg_reason = NG_R_CAPTURING;
+      }
+    }
 }
 
 /* ---- 4. vote and decide ---------------------------------------------------------------------- */

@@ -20,6 +20,13 @@ st fake_threads_4 0 -- threads 4
 st fake_fork_2 0 -- fork 2
 st fake_fork_3 0 -- fork 3
 st fake_group_one_thread_2 0 -- group 2
+# one thread, a global capture, relaxed mode: one registration job keeps the caller's mode; several run in
+# threads of their own with CUDA's default mode on 2.28-2.30.6 (group.cc asyncJobLaunch), 2.30.7 relaxes
+# inside the job (README "Modelled behaviour", capture)
+st fake_capture_relaxed_one_job_2_28 0 FAKE_NCCL_VERSION=22809 -- capturejobs 1
+st fake_capture_relaxed_two_jobs_2_28 3 FAKE_NCCL_VERSION=22809 -- capturejobs 2
+st fake_capture_relaxed_two_jobs_2_29 3 FAKE_NCCL_VERSION=22903 -- capturejobs 2
+st fake_capture_relaxed_two_jobs_2_30_7 0 FAKE_NCCL_VERSION=23007 -- capturejobs 2
 st fake_group_one_thread_4 0 -- group 4
 st fake_nonblocking_init 0 FAKE_NCCL_INIT_DELAY_MS=200 -- nonblocking
 # 2.29+: registration while the init runs is success with a NULL window (README "Modelled behaviour")

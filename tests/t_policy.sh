@@ -167,8 +167,12 @@ g mis4k --offset 4096 --size 65536 --expect-win nonnull
 # --- groups: one thread drives every GPU; registrations inside ncclGroupStart/End -------------------
 g grp -m group --reg-in-group --expect-win nonnull --iters 2 --timeout 30
 [ $rc = 0 ] && [ "$(nok)" = 2 ] && lhas grp 'decision=register' && pass group-registers || fail group-registers "$(why grp)"
+# NCCL alone, one thread driving both ranks, rank 0 on cudaMalloc: two registration jobs, the failing one aborts
+# the other's communicator too (asyncJobLaunch, src/group.cc; from the source, not measured: needs one process
+# on two GPUs, tests/fake/README.md): ncclGroupEnd fails on both ranks, both communicators are dead after
 b grp-asym-bare -m group --reg-in-group --alloc cuda0 --timeout 5
-[ $rc = 124 ] && pass group-asym-hangs-without || fail group-asym-hangs-without "rc=$rc"
+[ $rc != 124 ] && [ "$(echo "$out" | grep -c 'RESULT fail .*reg=ncclUnhandledCudaError win=null ar=error:ncclInternalError')" = 2 ] \
+  && pass group-asym-fails-without || fail group-asym-fails-without "rc=$rc $out"
 g grp-asym -m group --reg-in-group --alloc cuda0 --iters 2 --timeout 30
 [ $rc = 0 ] && [ "$(nok)" = 2 ] && [ "$(logs grp-asym | grep -c 'decision=degrade')" = 2 ] \
   && pass group-asym-degrades-no-deadlock || fail group-asym-degrades-no-deadlock "$(why grp-asym)"
@@ -216,6 +220,20 @@ FAKE_NCCL_VERSION=22703 NCCL_LOCAL_REGISTER=0 g lr0 -m proc --expect-win null
   && pass local-register-0-2.27-passed-to-nccl || fail local-register-0-2.27-passed-to-nccl "$(why lr0) $(logs lr0 | grep -c WindowRegister)"
 FAKE_NCCL_VERSION=23007 g cap30 -m proc --capture --expect-win nonnull
 [ $rc = 0 ] && lhas cap30 'decision=register' && pass capture-2.30.7-registers || fail capture-2.30.7-registers "$(why cap30)"
+# one thread registering on two communicators in one group under a capture: 2.28 - 2.30.6 run the two
+# registration jobs in threads of their own, whose capture mode is not this thread's relaxed one
+# (tests/fake/README.md: source): NCCL alone and relaxed mode both lose the capture; ncclguard degrades both
+# windows (reason capturing) and the capture survives; 2.30.7 relaxes inside the job: both register
+b capjobs-bare -m group --reg-in-group --capture --expect-reg any --no-allreduce --timeout 20
+[ $rc != 124 ] && [ "$(echo "$out" | grep -c 'RESULT fail .*reg=ncclUnhandledCudaError .*capture=invalidated')" = 2 ] \
+  && pass capture-two-jobs-invalidated-without || fail capture-two-jobs-invalidated-without "rc=$rc $out"
+g capjobs -m group --reg-in-group --capture --expect-reg any --no-allreduce --timeout 20
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok reg=ncclSuccess win=null .*capture=intact')" = 2 ] \
+  && [ "$(logs capjobs | grep -c 'decision=degrade reason=capturing')" = 2 ] \
+  && pass capture-two-jobs-degrade-capture-kept || fail capture-two-jobs-degrade-capture-kept "$(why capjobs)"
+FAKE_NCCL_VERSION=23007 g capjobs30 -m group --reg-in-group --capture --expect-win nonnull --no-allreduce --timeout 20
+[ $rc = 0 ] && [ "$(logs capjobs30 | grep -c 'decision=register')" = 2 ] && ! echo "$out" | grep -q 'capture=invalidated' \
+  && pass capture-two-jobs-2.30.7-register || fail capture-two-jobs-2.30.7-register "$(why capjobs30)"
 
 # --- PyTorch's teardown: deregistration after destroy (docs/PYTORCH.md §3) ----------------------------
 # the specific error on each rank (tests/fake/README.md: ncclUnhandledCudaError, last error "Cuda

@@ -145,6 +145,11 @@ EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCa
   return map(cuStreamBeginCapture(stream, (CUstreamCaptureMode)mode));
 }
 
+EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+  return map(cuThreadExchangeStreamCaptureMode((CUstreamCaptureMode *)mode));
+}
+
 EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
 {
   CTX();

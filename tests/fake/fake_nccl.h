@@ -46,6 +46,9 @@ void fn_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* ENTER() of a collective's public entry: the outermost fake entry (fn_depth 0) records who called
  * it (fn_caller); a nested entry (one fake function reaching another's public symbol) keeps it. */
 extern __thread int fn_caller;
+/* While fn_run_now runs a list: how many communicators have a window registration in it (NCCL's group
+ * end gives each its own job, and several jobs run in threads of their own: nccl_reg.c, capture) */
+extern __thread int fn_reg_jobs;
 int fn_caller_of(const void *ret);
 #define ENTER_COLL() (fn_depth++ == 0 ? (void)(fn_caller = fn_caller_of(__builtin_return_address(0))) : (void)0)
 #define LEAVE(fname, r, ...) (fn_depth--, fn_trace(fname, (r), __VA_ARGS__), (r))

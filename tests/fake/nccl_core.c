@@ -19,6 +19,7 @@
 
 __thread int fn_depth;
 __thread int fn_caller;
+__thread int fn_reg_jobs;
 
 /* Who issued a collective (the checker's "caller"): the object holding the return address of the
  * outermost fake entry; "guard" when its file name (not its directory) contains "ncclguard". */

@@ -36,6 +36,27 @@ struct fn_op *fn_group_find(int (*match)(struct fn_op *, void *), void *key)
   return NULL;
 }
 
+/* Several registration jobs (one per communicator) run in threads of their own, and the first that fails
+ * sets the abort flag of every job's communicator (asyncJobLaunch in src/group.cc at v2.27.7-1 - v2.30.7-1:
+ * `errorJobAbortFlag`, then `__atomic_store_n(job->abortFlag, 1)` for every job of the group): a job still
+ * waiting in its exchange returns ncclInternalError, and every communicator of the group is left aborted
+ * (the next registration, collective or split on it fails). One job runs in the caller's thread and aborts
+ * nothing. From NCCL's source; not measured (it needs one process driving two GPUs: tests/fake/README.md,
+ * "Not modelled exactly" keeps what is still assumed). */
+static int jobs_failed(struct fn_op *list)
+{
+  for (struct fn_op *op = list; op; op = op->next)
+    if (op->on_simulate && op->failed) return 1;
+  return 0;
+}
+
+static void abort_job(struct fn_op *op)
+{
+  op->failed = 1;
+  op->res = ncclInternalError;
+  fn_set_error("registration job aborted: another registration job of the group failed");
+}
+
 /* Each stage in chunks: post at most FN_XSLOTS/2 ops per communicator (the exchange slots that
  * may be outstanding), complete them, post the next ones. All ranks queue the same ops in the same
  * order, so the generations line up; a thread driving several ranks posts for all of them before
@@ -45,6 +66,18 @@ ncclResult_t fn_run_now(struct fn_op *list)
   enum { K = FN_XSLOTS / 2 };
   int maxs = 0;
   for (struct fn_op *op = list; op; op = op->next) if (op->nstages > maxs) maxs = op->nstages;
+  /* the registration jobs of this group: one per communicator with a window registration in it */
+  int saved_jobs = fn_reg_jobs, jobs = 0;
+  for (struct fn_op *op = list; op; op = op->next) { /* (symmetric ones: a local registration is no job) */
+    if (!op->on_simulate || !op->comm || !fn_symmetric(op->comm)) continue;
+    int seen = 0;
+    for (struct fn_op *o = list; o != op && !seen; o = o->next) seen = o->on_simulate && o->comm == op->comm;
+    jobs += !seen;
+  }
+  int launched = 0; /* a dropped group (drop_list: every op failed already) launches no job */
+  for (struct fn_op *op = list; op; op = op->next) launched |= !op->failed;
+  if (!launched) jobs = 0;
+  fn_reg_jobs = jobs;
   for (int s = 0; s < maxs; s++) {
     for (struct fn_op *op = list; op; op = op->next) op->posted = 0;
     for (;;) {
@@ -71,11 +104,16 @@ ncclResult_t fn_run_now(struct fn_op *list)
         if (op->posted != 1) continue;
         op->posted = 2; /* done */
         if (op->failed || s >= op->nstages) continue;
+        if (jobs > 1 && op->on_simulate && jobs_failed(list)) { abort_job(op); continue; }
         ncclResult_t r = op->stage(op, s, 1);
         if (r != ncclSuccess) { op->failed = 1; op->res = r; }
       }
     }
   }
+  fn_reg_jobs = saved_jobs;
+  if (jobs > 1 && jobs_failed(list)) /* the group's abort flag reached every job's communicator */
+    for (struct fn_op *op = list; op; op = op->next)
+      if (op->on_simulate && op->comm) op->comm->damaged = 1;
   ncclResult_t res = ncclSuccess;
   for (struct fn_op *op = list, *n; op; op = n) {
     n = op->next;

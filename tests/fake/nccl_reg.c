@@ -551,10 +551,18 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
    * reservation or mapping, and a `buff + size` that wraps registers on 2.27 and 2.28 (2.28.9 measured
    * twice on H200, issue 23: success on every rank). */
   a->va_size = (asz + MB2 - 1) / MB2 * MB2;
-  CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
-  if (v >= 23007) cuThreadExchangeStreamCaptureMode(&m);
+  /* Where it runs: NCCL's group end gives each communicator's symmetric registration a job
+   * (ncclCommGroupRegisterSymmetric); one job runs in the caller's thread, several run each in a thread of
+   * its own (asyncJobLaunch in src/group.cc at v2.28.9-1 and v2.29.7-1: pthread_create / STDTHREADCREATE
+   * per job when job->next != NULL). A new thread's capture mode is CUDA's default, global: the caller's
+   * relaxed mode (ncclguard's NCCLGUARD_CAPTURE=relaxed) does not reach it, so under a global capture
+   * several jobs fail where one succeeds. 2.30.7 sets relaxed mode inside the job itself
+   * (cudaThreadExchangeStreamCaptureMode in src/dev_runtime.cc at v2.30.7-1), wherever it runs. */
+  CUstreamCaptureMode m = v >= 23007 ? CU_STREAM_CAPTURE_MODE_RELAXED : CU_STREAM_CAPTURE_MODE_GLOBAL;
+  int sw = v >= 23007 || fn_reg_jobs > 1;
+  if (sw) cuThreadExchangeStreamCaptureMode(&m);
   cr = cuMemAddressReserve(&a->va, a->va_size, 0, 0, 0);
-  if (v >= 23007) cuThreadExchangeStreamCaptureMode(&m);
+  if (sw) cuThreadExchangeStreamCaptureMode(&m);
   if (cr != CUDA_SUCCESS) { a->va = 0; return cuda_fail(cr, "cuMemAddressReserve"); }
   /* its allocation's place in the symmetric address space, before this rank joins the exchange (above) */
   ncclResult_t sr = sym_obtain(c, a->buff, a->size, base, asz, &a->mem);

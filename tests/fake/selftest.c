@@ -289,6 +289,35 @@ int main(int argc, char **argv)
       wait(&st);
       if (!WIFEXITED(st) || WEXITSTATUS(st)) FAIL("a child failed (status %d)", st);
     }
+  } else if (!strcmp(mode, "capturejobs")) {
+    /* one thread registers a window on each of its nranks communicators in one group, in relaxed capture
+     * mode, while a global capture runs (ncclguard's NCCLGUARD_CAPTURE=relaxed): one registration job runs
+     * in the caller's thread and keeps its mode; several run in threads of their own (README, capture).
+     * Exit 0: registered, capture intact; 3: ncclUnhandledCudaError and the capture invalidated. */
+    ncclComm_t c[8];
+    void *b[8];
+    ncclWindow_t w[8] = {0};
+    NCHECK(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < nranks; r++) { CCHECK(cudaSetDevice(r)); NCHECK(ncclCommInitRank(&c[r], nranks, id, r), ncclSuccess); }
+    NCHECK(ncclGroupEnd(), ncclSuccess);
+    for (int r = 0; r < nranks; r++) { CCHECK(cudaSetDevice(r)); NCHECK(ncclMemAlloc(&b[r], 2 << 20), ncclSuccess); }
+    CCHECK(cudaSetDevice(0));
+    cudaStream_t s;
+    CCHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CCHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+    CCHECK(cudaThreadExchangeStreamCaptureMode(&m));
+    NCHECK(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < nranks; r++) NCHECK(ncclCommWindowRegister(c[r], b[r], 2 << 20, &w[r], 0), ncclSuccess);
+    ncclResult_t res = ncclGroupEnd();
+    CCHECK(cudaThreadExchangeStreamCaptureMode(&m));
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(s, &g);
+    printf("capturejobs %d: group end -> %d (%s), end capture -> %s\n", nranks, (int)res, ncclGetLastError(NULL),
+           cudaGetErrorName(e));
+    if (res == ncclSuccess && e == cudaSuccess) return 0;
+    if (res == ncclUnhandledCudaError && e == cudaErrorStreamCaptureInvalidated) return 3;
+    FAIL("neither registered with the capture intact nor failed with it invalidated");
   } else if (!strcmp(mode, "group")) { /* one thread drives every rank */
     ncclComm_t c[8];
     float *b[8];
