@@ -196,6 +196,11 @@ static void phase_warmup(struct ng_regreq* reqs, int n, struct ng_vote* votes, i
 }
 
 /* ---- 3. preflight ---------------------------------------------------------------------------- */
+/* A registration that goes to NCCL's symmetric path in relaxed capture mode: a job of NCCL's group end. */
+static int relaxed_job(const struct ng_regreq* r) {
+  return r->relaxed && !r->arg_reason && r->decision != NG_D_ERROR && r->rules.sym == NG_SYM_YES;
+}
+
 static void phase_preflight(struct ng_regreq* reqs, int n) {
   for (int i = 0; i < n; i++) {
     struct ng_regreq* r = &reqs[i];
@@ -227,21 +232,17 @@ static void phase_preflight(struct ng_regreq* reqs, int n) {
    * (the reason is voted). From NCCL's source and the fake that follows it (tests/fake/README.md). */
   int jobs = 0;
   for (int i = 0; i < n; i++) {
-    const struct ng_regreq* r = &reqs[i];
-    if (!r->relaxed || r->arg_reason || r->decision == NG_D_ERROR || r->rules.sym != NG_SYM_YES) continue;
+    if (!relaxed_job(&reqs[i])) continue;
     int seen = 0;
-    for (int j = 0; j < i && !seen; j++)
-      seen = reqs[j].comm == r->comm && reqs[j].relaxed && !reqs[j].arg_reason && reqs[j].rules.sym == NG_SYM_YES;
+    for (int j = 0; j < i && !seen; j++) seen = reqs[j].comm == reqs[i].comm && relaxed_job(&reqs[j]);
     jobs += !seen;
   }
   if (jobs > 1)
-    for (int i = 0; i < n; i++) {
-      struct ng_regreq* r = &reqs[i];
-      if (r->relaxed && !r->arg_reason && r->decision != NG_D_ERROR && r->rules.sym == NG_SYM_YES) {
-        r->relaxed = 0;
-        r->arg_reason = NG_R_CAPTURING;
+    for (int i = 0; i < n; i++)
+      if (relaxed_job(&reqs[i])) {
+        reqs[i].relaxed = 0;
+        reqs[i].arg_reason = NG_R_CAPTURING;
       }
-    }
 }
 
 /* ---- 4. vote and decide ---------------------------------------------------------------------- */
