@@ -73,6 +73,8 @@ enum ng_real_id {
   NG_NREAL
 };
 
+/* The name of each function, by id ("ncclX"). */
+extern const char* const ng_real_names[NG_NREAL];
 /* The real function, or NULL (logged once) when no loaded NCCL has it. */
 void* ng_real(enum ng_real_id id);
 /* Result for a call whose real function is missing: logs and returns ncclInvalidUsage. */

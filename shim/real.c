@@ -15,7 +15,7 @@
 
 #include "guard.h"
 
-static const char* const names[NG_NREAL] = {
+const char* const ng_real_names[NG_NREAL] = {
 #define NG_NAME(ret, f, params) #f,
     NG_NCCL_PROTOS(NG_NAME) NG_NCCL_DEVPROTOS(NG_NAME)
 #undef NG_NAME
@@ -145,16 +145,16 @@ void* ng_real_primary(enum ng_real_id id) {
   if (!cache[id]) {
     /* An explicit NCCLGUARD_NCCL_LIB first; if it cannot be loaded (warned), the usual order. */
     void* h = ng_cfg.nccl_lib[0] ? find_lib(&how) : NULL;
-    f = h ? lookup(h, names[id]) : NULL;
+    f = h ? lookup(h, ng_real_names[id]) : NULL;
     if (!f) {
       how = "RTLD_NEXT";
-      f = lookup(RTLD_NEXT, names[id]);
+      f = lookup(RTLD_NEXT, ng_real_names[id]);
     }
     if (!f) {
       h = find_lib(&how);
-      f = h ? lookup(h, names[id]) : NULL;
+      f = h ? lookup(h, ng_real_names[id]) : NULL;
     }
-    f = f ? same_library(f, names[id]) : NULL;
+    f = f ? same_library(f, ng_real_names[id]) : NULL;
     if (f) {
       note_path(f, how);
       __atomic_store_n(&cache[id], f, __ATOMIC_RELEASE);
@@ -180,11 +180,11 @@ const char* ng_real_lib_path(void) {
 
 ncclResult_t ng_missing(enum ng_real_id id) {
   if (!__atomic_exchange_n(&missing_logged[id], 1, __ATOMIC_RELAXED))
-    ng_log_msg(NG_LOG_WARN, -1, names[id],
+    ng_log_msg(NG_LOG_WARN, -1, ng_real_names[id],
                "cannot find the real %s in this process (libnccl not loaded, or a NCCL version without it); "
                "returning ncclInvalidUsage. Fix: load libnccl before calling it, or set "
                "NCCLGUARD_NCCL_LIB=/path/to/libnccl.so.2",
-               names[id]);
+               ng_real_names[id]);
   ng_stat_add(NG_ST_ERRORS, 1);
   return ncclInvalidUsage;
 }

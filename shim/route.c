@@ -40,11 +40,6 @@
 
 #include "guard.h"
 
-static const char* const names[NG_NREAL] = {
-#define NG_NAME(ret, f, params) #f,
-    NG_NCCL_PROTOS(NG_NAME) NG_NCCL_DEVPROTOS(NG_NAME)
-#undef NG_NAME
-};
 
 /* Library indices: 0 the primary (real.c), k > 0 libs[k], and: */
 #define NG_NOT_NCCL (-1) /* not a libnccl; for a caller's scope: no libnccl in reach */
@@ -299,9 +294,9 @@ static void* lib_fn(struct flib* l, enum ng_real_id id) {
     }
   }
   char pname[128];
-  snprintf(pname, sizeof pname, "p%s", names[id]);
+  snprintf(pname, sizeof pname, "p%s", ng_real_names[id]);
   for (int i = 0; i < 2 && !f && h; i++) {
-    void* s = ng_dl_sym(h, i ? names[id] : pname);
+    void* s = ng_dl_sym(h, i ? ng_real_names[id] : pname);
     if (s && (uintptr_t)s >= l->lo && (uintptr_t)s < l->hi) f = s;
   }
   if (f) __atomic_store_n(&l->fn[id], f, __ATOMIC_RELEASE);
@@ -339,10 +334,10 @@ static void* entry_of(int k, enum ng_real_id id);
 static void* missing(enum ng_real_id id, int lib) {
   static int logged[NG_NREAL];
   if (!__atomic_exchange_n(&logged[id], 1, __ATOMIC_RELAXED))
-    ng_log_msg(NG_LOG_WARN, -1, names[id],
+    ng_log_msg(NG_LOG_WARN, -1, ng_real_names[id],
                "a call of %s that belongs to %s cannot be given to that library's own %s, and never to another "
                "libnccl's: returning ncclInvalidUsage",
-               names[id], lib == NG_LIB_FULL ? "a libnccl beyond ncclguard's limit" : ng_lib_path(lib), names[id]);
+               ng_real_names[id], lib == NG_LIB_FULL ? "a libnccl beyond ncclguard's limit" : ng_lib_path(lib), ng_real_names[id]);
   return NG_FOREIGN_MISSING;
 }
 
@@ -439,7 +434,7 @@ void* ng_lib_entry(const void* found, const char* name) {
 /* Copy k's entry point for the wrapped function id (NULL: not a wrapped function). */
 static void* entry_of(int k, enum ng_real_id id) {
   for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
-    if (ng_streq(entries[i].name, names[id])) return entries[i].fn[k];
+    if (ng_streq(entries[i].name, ng_real_names[id])) return entries[i].fn[k];
   return NULL;
 }
 #else
