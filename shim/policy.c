@@ -93,10 +93,7 @@ static void error_out(struct ng_regreq* r, int reason, ncclResult_t res) {
 static void fallback(struct ng_regreq* r, int reason, int agreed, int first_bad) {
   r->agreed_reason = reason;
   r->first_bad_rank = first_bad;
-  if (agreed == NG_R_GROUP_FAILED) { /* NCCL dropped the group: nothing of it registers, on any rank */
-    r->decision = NG_D_ERROR;
-    r->result = ncclInvalidUsage;
-  } else if (agreed == NG_R_NULL_WIN ||
+  if (agreed == NG_R_NULL_WIN ||
       ((agreed == NG_R_NULL_BUFF || agreed == NG_R_ZERO_SIZE) && ng_nccl_version() >= 22900)) {
     /* nowhere to write a window; or NCCL 2.29+'s own answer to a NULL buffer or size 0 (2.27 and
      * 2.28 answer success without registering: degraded below). The same error on every rank. */
@@ -120,7 +117,7 @@ static void fallback(struct ng_regreq* r, int reason, int agreed, int first_bad)
 static void complete_view(struct ng_regreq* r) {
   if (!r->cv.known) {
     uint64_t cid = ng_fnv(NG_FNV_INIT, &r->comm, sizeof r->comm);
-    ng_reg_comm_add(r->comm, cid, 0, -1, 0, -1, 1, NG_COMM_READY);
+    (void)ng_reg_comm_add(r->comm, cid, 0, -1, 0, -1, 1, NG_COMM_READY); /* unrecorded: its round cannot run */
   }
   if (r->cv.rank < 0 || r->cv.nranks <= 0 || r->cv.dev < 0) {
     int rank = -1, nranks = 0, dev = -1;
@@ -143,7 +140,6 @@ static void phase_prepare(struct ng_regreq* reqs, int n) {
     r->decision = NG_D_REGISTER;
     r->result = ncclSuccess;
     int why = ng_check_reg_args(r); /* again: queued in a group, the comm may have gone since */
-    if (r->group_failed && !r->arg_reason) r->arg_reason = NG_R_GROUP_FAILED; /* a vote: refused on every rank */
     if (why != NG_R_OK) {
       error_out(r, why, ncclInvalidArgument);
       continue;
@@ -157,7 +153,8 @@ static void phase_prepare(struct ng_regreq* reqs, int n) {
     if (st != ncclSuccess) {
       /* this rank leaves before the vote its peers run: stopped for them too (the invariant) */
       error_out(r, st == ncclSystemError ? NG_R_TIMEOUT : NG_R_NOT_READY, st);
-      if (ng_cfg.agree && r->cv.nranks != 1) ng_give_up(r->comm, r->cv.dev, r->local_reason);
+      if (ng_cfg.agree && r->cv.nranks != 1)
+        ng_give_up(r->comm, r->cv.gen, r->cv.dev, r->local_reason, "the communicator did not become ready");
     }
   }
 }
@@ -275,7 +272,6 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
   r->sym_all = sym;
   unsigned facts = (unsigned)v[NG_VOTE_FACTS];
   int reason = lowest_reason(always), bad = v[NG_VOTE_FIRST_BAD];
-  if (always & (1u << NG_R_GROUP_FAILED)) reason = NG_R_GROUP_FAILED; /* a dropped group never degrades */
   if (!reason && sym && facts) reason = lowest_reason(facts), bad = v[NG_VOTE_FACTS_FIRST_BAD];
   if (!reason && !v[NG_VOTE_NO_REPEAT] && r->repeat_of) {
     /* every rank has a live window registered with exactly these arguments (agreed: one rank serving the
@@ -385,7 +381,7 @@ static ncclResult_t register_one(struct ng_regreq* r) {
      * background: nothing else may be issued on it before ncclCommGetAsyncError says so. */
     if (res == ncclSuccess || res == ncclInProgress) res = ng_wait_ready(r->comm, r->cv.dev);
     r->nccl_us += ng_now_us() - t;
-    if (res != ncclInvalidArgument || attempt >= ng_cfg.retries || !ng_reg_comm_usable(r->comm)) break;
+    if (res != ncclInvalidArgument || attempt >= ng_cfg.retries || !ng_reg_comm_usable(r->comm, r->cv.gen)) break;
     /* Invalid argument from a communicator that is not ready yet is the one retryable case. */
     ncclResult_t st = ncclSuccess, q;
     NG_CALL(q, ncclCommGetAsyncError, r->comm, &st);
@@ -402,14 +398,25 @@ static ncclResult_t register_one(struct ng_regreq* r) {
 static void phase_register(struct ng_regreq* reqs, int n) {
   int ngo = 0, last = -1, relaxed = 0;
   for (int i = 0; i < n; i++)
-    if (reqs[i].decision == NG_D_REGISTER && ng_reg_comm_usable(reqs[i].comm)) ngo++, last = i, relaxed |= reqs[i].relaxed;
+    if (reqs[i].decision == NG_D_REGISTER && ng_reg_comm_usable(reqs[i].comm, reqs[i].cv.gen))
+      ngo++, last = i, relaxed |= reqs[i].relaxed;
     else if (reqs[i].decision == NG_D_REGISTER) error_out(&reqs[i], NG_R_COMM_DESTROYED, ncclInvalidUsage);
   if (!ngo) return;
+  /* NCCL's registration waits on the host for every rank (bootstrap, no timeout): watched. Unwatched it
+   * could wait without bound: this rank leaves instead, its peers' watchdogs end their wait. */
+  struct watch* wds = ng_calloc("policy.watch", (size_t)n, sizeof *wds);
+  if (!wds) {
+    for (int i = 0; i < n; i++)
+      if (reqs[i].decision == NG_D_REGISTER) {
+        error_out(&reqs[i], NG_R_AGREE_FAILED, ncclSystemError);
+        ng_give_up(reqs[i].comm, reqs[i].cv.gen, reqs[i].cv.dev, NG_R_AGREE_FAILED,
+                   "out of host memory before NCCL's registration");
+      }
+    return;
+  }
   int mode = 0, sw = relaxed && !ng_cuda_relaxed_capture(&mode);
-  /* NCCL's registration waits on the host for every rank (bootstrap, no timeout): watched */
-  struct watch* wds = calloc((size_t)n, sizeof *wds);
   double ta = ng_now_us(), deadline = ng_deadline();
-  for (int i = 0; wds && i < n; i++)
+  for (int i = 0; i < n; i++)
     if (reqs[i].decision == NG_D_REGISTER) ng_watch_arm(&wds[i], reqs[i].comm, reqs[i].cv.dev, deadline);
   double t0 = ng_now_us();
   if (ngo == 1 && n == 1) {
@@ -435,7 +442,7 @@ static void phase_register(struct ng_regreq* reqs, int n) {
     for (int i = 0; i < n; i++) reqs[i].nccl_us = reqs[i].decision == NG_D_REGISTER ? ng_now_us() - t0 : 0;
   }
   double t1 = ng_now_us();
-  for (int i = 0; wds && i < n; i++)
+  for (int i = 0; i < n; i++)
     if (reqs[i].decision == NG_D_REGISTER && ng_watch_disarm(&wds[i])) {
       if (reqs[i].result == ncclSuccess && *reqs[i].win) { /* never leak a live window */
         ncclResult_t d;
@@ -460,7 +467,7 @@ static void phase_register(struct ng_regreq* reqs, int n) {
 static void nccl_failed(struct ng_regreq* r, ncclResult_t agreed, int degradable, int here) {
   if (here)
     ng_log_msg(NG_LOG_WARN, r->cv.dev, "ncclCommWindowRegister", "NCCL failed to register: %s %s",
-               ng_result_name(r->result), ng_reg_comm_usable(r->comm) ? ng_last_error(r->comm) : "");
+               ng_result_name(r->result), ng_reg_comm_usable(r->comm, r->cv.gen) ? ng_last_error(r->comm) : "");
   int why = here && r->space_full ? NG_R_SYM_SPACE_FULL : NG_R_NCCL_ERROR;
   r->local_reason = here ? why : NG_R_OK;
   fallback(r, why, why, -1);
@@ -475,7 +482,7 @@ static void nccl_failed(struct ng_regreq* r, ncclResult_t agreed, int degradable
  * resource limit that degrades like an invalid argument (the communicator is intact), named for what it is.
  * Every rank's space has the same size and sees the same registrations: they run out together. */
 static void note_space_full(struct ng_regreq* r) {
-  r->space_full = r->rules.no_reuse && r->result == ncclInternalError && ng_reg_comm_usable(r->comm) &&
+  r->space_full = r->rules.no_reuse && r->result == ncclInternalError && ng_reg_comm_usable(r->comm, r->cv.gen) &&
                   strstr(ng_last_error(r->comm), "No suitable space") != NULL;
 }
 static int degradable_here(const struct ng_regreq* r) { return r->result == ncclInvalidArgument || r->space_full; }
@@ -533,7 +540,7 @@ static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, 
     int ok_here = r->result == ncclSuccess;
     if (vt->status != NG_AGREE_OK) {
       /* the ranks cannot learn each other's outcome: a live window here is dropped again (never leaked) */
-      if (ok_here && *r->win && ng_reg_comm_usable(r->comm)) {
+      if (ok_here && *r->win && ng_reg_comm_usable(r->comm, r->cv.gen)) {
         ncclResult_t d;
         NG_CALL(d, ncclCommWindowDeregister, r->comm, *r->win);
         (void)d;
@@ -544,7 +551,7 @@ static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, 
     int32_t f = vt->v[NG_VOTE_FAILED];
     if (!f) continue;
     ncclResult_t worst = f == 1 ? ncclInvalidArgument : (ncclResult_t)(f - 2);
-    if (ok_here && ng_reg_comm_usable(r->comm)) {
+    if (ok_here && ng_reg_comm_usable(r->comm, r->cv.gen)) {
       /* NCCL failed on another rank: drop ours (deregistration is local) and fall back with it. */
       ncclResult_t d;
       NG_CALL(d, ncclCommWindowDeregister, r->comm, *r->win);
@@ -587,7 +594,8 @@ static void report(struct ng_regreq* r) {
   switch (r->decision) {
     case NG_D_REGISTER:
       ng_stat_add(NG_ST_REGISTERED, 1);
-      if (*r->win) ng_reg_win_add(*r->win, r->comm, r->buff, r->size, r->flags, r->seq);
+      /* (a window the registry cannot record is still the application's: NCCL deregisters it) */
+      if (*r->win) (void)ng_reg_win_add(*r->win, r->comm, r->buff, r->size, r->flags, r->seq);
       ng_log_reg(r, NG_LOG_INFO, "registered");
       return;
     case NG_D_REUSE: {
@@ -621,10 +629,62 @@ static void report(struct ng_regreq* r) {
   ng_log_reg(r, NG_LOG_WARN, msg);
 }
 
+/* Requests that leave before any round (the one exit, docs/DESIGN.md): refused with `reason` and `res`,
+ * *win NULL, logged; each communicator given up (ng_give_up) unless `keep` (its peers leave alike). */
+static ncclResult_t abandon(struct ng_regreq* reqs, int n, int reason, ncclResult_t res, const char* cause,
+                            const int* keep) {
+  for (int i = 0; i < n; i++) {
+    struct ng_regreq* r = &reqs[i];
+    ng_check_reg_args(r);
+    r->first_bad_rank = -1;
+    r->decision = NG_D_ERROR;
+    r->result = res;
+    r->local_reason = r->agreed_reason = reason;
+    if (r->win) *r->win = NULL;
+    int seen = 0;
+    for (int j = 0; j < i && !seen; j++) seen = reqs[j].comm == r->comm;
+    int given_up = r->comm && !(keep && keep[i]) && r->cv.nranks != 1;
+    if (given_up && !seen) ng_give_up(r->comm, r->cv.gen, r->cv.dev, reason, cause);
+    ng_stat_add(NG_ST_ERRORS, 1);
+    char msg[768];
+    snprintf(msg, sizeof msg, "not registered (%s): %s%s", cause, ng_reason_advice(reason),
+             given_up ? ". ncclguard cannot run the agreement its peers run: the communicator is given up (revoked "
+                        "where NCCL can); abort it on every rank and create a new one" : "");
+    ng_log_reg(r, NG_LOG_WARN, msg);
+  }
+  return res;
+}
+
+/* The application's group ended with an error (NCCL drops every operation of a group in which a call
+ * failed, group.cc 2.27.7 - 2.30.7) with registrations queued in it. ncclguard cannot know what the
+ * peers' groups enqueued (theirs may have succeeded, with an application collective that a round of
+ * ours would pair with), so no round runs after such a group: each communicator is given up. The one
+ * exception is known alike everywhere: every rank of the communicator is in this very group (one thread
+ * drives them all), so every rank's group failed and each refuses alone, the communicator intact. */
+ncclResult_t ng_policy_group_failed(struct ng_regreq* reqs, int n, ncclResult_t res) {
+  int* keep = ng_calloc("policy.keep", (size_t)(n > 0 ? n : 1), sizeof *keep);
+  for (int i = 0; keep && i < n; i++) {
+    ng_check_reg_args(&reqs[i]);
+    if (!reqs[i].cv.known || reqs[i].cv.nranks <= 0 || reqs[i].cv.nranks > n) continue;
+    int here = 0; /* ranks of this communicator (by cid) queued in this group */
+    for (int j = 0; j < n; j++) {
+      int dup = 0;
+      if (!reqs[j].cv.known || reqs[j].cv.cid != reqs[i].cv.cid) continue;
+      for (int k = 0; k < j && !dup; k++) dup = reqs[k].cv.known && reqs[k].cv.cid == reqs[i].cv.cid &&
+                                                reqs[k].cv.rank == reqs[j].cv.rank;
+      here += !dup;
+    }
+    keep[i] = here == reqs[i].cv.nranks;
+  }
+  abandon(reqs, n, NG_R_GROUP_FAILED, ncclInvalidUsage, "the application's group failed", keep);
+  free(keep);
+  return res;
+}
+
 ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
   if (n <= 0) return ncclSuccess;
-  struct ng_vote* votes = calloc((size_t)n, sizeof *votes);
-  if (!votes) return ncclSystemError;
+  struct ng_vote* votes = ng_calloc("policy.votes", (size_t)n, sizeof *votes);
+  if (!votes) return abandon(reqs, n, NG_R_AGREE_FAILED, ncclSystemError, "out of host memory", NULL);
   ng_log_source();
   int use_agree = ng_cfg.agree && ng_cuda_ok();
   phase_prepare(reqs, n);

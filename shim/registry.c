@@ -6,9 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <uthash.h>
-
 #include "guard.h"
+
+/* uthash without its exit(): an insert that cannot allocate leaves the table as it was and sets
+ * hash_oom (read under the lock), and the caller handles it like any other allocation failure. Its
+ * memory comes through a failpoint. */
+static int hash_oom;
+#define HASH_NONFATAL_OOM 1
+#define uthash_malloc(sz) ng_calloc("registry.hash", 1, (sz))
+#define uthash_nonfatal_oom(obj) (hash_oom = 1)
+#include <uthash.h>
 
 struct comm_ent {
   ncclComm_t comm;
@@ -20,6 +27,11 @@ struct comm_ent {
   int inflight;      /* calls ncclguard makes on it from threads of its own (the watchdog's revoke) */
   UT_hash_handle hh;
 };
+/* Each entry's generation (v.gen): a new communicator at the address of a destroyed one is another
+ * entry, and a round, the watchdog or a first launch that outlived the old one acts on nothing. */
+static uint64_t gen_next;
+/* the entry for comm, if it is generation gen (0: whichever is there) */
+static struct comm_ent* find_gen(ncclComm_t comm, uint64_t gen);
 
 struct win_ent {
   ncclWindow_t win;
@@ -72,7 +84,7 @@ static void pool_add_locked(int dev, const struct ng_agree_res* res) {
   }
   if (nspill == capspill) {
     int cap = capspill ? 2 * capspill : 16;
-    struct pool_ent* p = realloc(spill, (size_t)cap * sizeof *p);
+    struct pool_ent* p = ng_realloc("registry.spill", spill, (size_t)cap * sizeof *p);
     if (!p) return; /* out of host memory: these few bytes are lost, not freed twice */
     spill = p, capspill = cap;
   }
@@ -132,25 +144,36 @@ static struct comm_ent* find(ncclComm_t comm) {
   HASH_FIND_PTR(comms, &comm, e);
   return e;
 }
+static struct comm_ent* find_gen(ncclComm_t comm, uint64_t gen) {
+  struct comm_ent* e = find(comm);
+  return e && (!gen || e->v.gen == gen) ? e : NULL;
+}
 
-void ng_reg_comm_add(ncclComm_t comm, uint64_t cid, uint64_t parent_cid, int rank, int nranks, int dev,
-                     int blocking, int state) {
-  struct comm_ent* fresh = calloc(1, sizeof *fresh);
-  if (!fresh) return;
+int ng_reg_comm_add(ncclComm_t comm, uint64_t cid, uint64_t parent_cid, int rank, int nranks, int dev,
+                    int blocking, int state) {
+  struct comm_ent* fresh = ng_calloc("registry.comm", 1, sizeof *fresh);
+  if (!fresh) return -1;
   pthread_mutex_lock(&lock);
   struct comm_ent* old = find(comm);
-  if (old) { /* a tombstone, or NCCL reused the address */
-    /* (a round of the old one still in flight finds no entry at its release: its stream and
-     * scratch are dropped, a few bytes; only an abort during a round followed by a new
-     * communicator at the same address gets here) */
+  if (old) { /* a tombstone, or NCCL reused the address (an entry replaced without a tombstone: a destroy
+                that failed, or one made through another copy of libnccl) */
     HASH_DEL(comms, old);
+    /* its agreement resources are released: to the pool now, or by the round that holds them, which
+       finds its generation gone at its release */
+    if (!old->agree_in_use) pool_add_locked(old->v.dev, &old->agree);
     free_ent(old);
   }
   fresh->comm = comm;
   fresh->v = (struct ng_commview){.known = 1, .comm = comm, .cid = cid, .parent_cid = parent_cid, .rank = rank,
-                                  .nranks = nranks, .dev = dev, .blocking = blocking, .state = state};
+                                  .nranks = nranks, .dev = dev, .blocking = blocking, .state = state,
+                                  .gen = ++gen_next};
+  hash_oom = 0;
   HASH_ADD_PTR(comms, comm, fresh);
+  int oom = hash_oom;
   pthread_mutex_unlock(&lock);
+  if (oom) free_ent(fresh);
+  ng_reg_pool_drain();
+  return oom ? -1 : 0;
 }
 
 int ng_reg_comm_get(ncclComm_t comm, struct ng_commview* v) {
@@ -203,10 +226,19 @@ void ng_reg_comm_mark(ncclComm_t comm, int warmed, int devcomm_delta, int degrad
   pthread_mutex_unlock(&lock);
 }
 
-void ng_reg_comm_set_broken(ncclComm_t comm, int reason) {
+int ng_reg_comm_set_broken(ncclComm_t comm, uint64_t gen, int reason) {
   pthread_mutex_lock(&lock);
-  struct comm_ent* e = find(comm);
-  if (e && !e->v.broken) e->v.broken = reason;
+  struct comm_ent* e = find_gen(comm, gen);
+  int first = e && !e->v.broken;
+  if (first) e->v.broken = reason;
+  pthread_mutex_unlock(&lock);
+  return first;
+}
+
+void ng_reg_comm_guard_revoked(ncclComm_t comm, uint64_t gen) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find_gen(comm, gen);
+  if (e) e->v.guard_revoked = 1;
   pthread_mutex_unlock(&lock);
 }
 
@@ -231,9 +263,9 @@ void ng_reg_comm_set_cid(ncclComm_t comm, uint64_t cid) {
   pthread_mutex_unlock(&lock);
 }
 
-void ng_reg_comm_stuck(ncclComm_t comm, int delta) {
+void ng_reg_comm_stuck(ncclComm_t comm, uint64_t gen, int delta) {
   pthread_mutex_lock(&lock);
-  struct comm_ent* e = find(comm);
+  struct comm_ent* e = find_gen(comm, gen);
   if (e) e->v.stuck += delta;
   pthread_mutex_unlock(&lock);
 }
@@ -241,18 +273,18 @@ void ng_reg_comm_stuck(ncclComm_t comm, int delta) {
 /* ncclguard may still call NCCL on it: not being aborted or destroyed, not a tombstone */
 static int alive(const struct comm_ent* e) { return !e->v.aborting && !ng_comm_gone(&e->v); }
 
-int ng_reg_comm_enter(ncclComm_t comm) {
+int ng_reg_comm_enter(ncclComm_t comm, uint64_t gen) {
   pthread_mutex_lock(&lock);
-  struct comm_ent* e = find(comm);
+  struct comm_ent* e = find_gen(comm, gen);
   int ok = e && alive(e);
   if (ok) e->inflight++;
   pthread_mutex_unlock(&lock);
   return ok;
 }
 
-void ng_reg_comm_leave(ncclComm_t comm) {
+void ng_reg_comm_leave(ncclComm_t comm, uint64_t gen) {
   pthread_mutex_lock(&lock);
-  struct comm_ent* e = find(comm);
+  struct comm_ent* e = find_gen(comm, gen);
   if (e && e->inflight > 0) e->inflight--;
   pthread_mutex_unlock(&lock);
 }
@@ -265,15 +297,15 @@ int ng_reg_comm_inflight(ncclComm_t comm) {
   return n;
 }
 
-int ng_reg_comm_usable(ncclComm_t comm) {
+int ng_reg_comm_usable(ncclComm_t comm, uint64_t gen) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);
-  int ok = !e || alive(e);
+  int ok = gen ? e && e->v.gen == gen && alive(e) : !e || alive(e);
   pthread_mutex_unlock(&lock);
   return ok;
 }
 
-int ng_reg_res_acquire(ncclComm_t comm, struct ng_agree_res* res) {
+int ng_reg_res_acquire(ncclComm_t comm, struct ng_agree_res* res, uint64_t* gen) {
   int r = 0;
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);
@@ -281,6 +313,7 @@ int ng_reg_res_acquire(ncclComm_t comm, struct ng_agree_res* res) {
   if (!e || e->agree_in_use) r = -1;
   else {
     e->agree_in_use = 1;
+    *gen = e->v.gen;
     *res = e->agree;
     r = e->agree.s ? 1 : 0;
   }
@@ -289,10 +322,11 @@ int ng_reg_res_acquire(ncclComm_t comm, struct ng_agree_res* res) {
 }
 
 static void free_ent(struct comm_ent* e);
-void ng_reg_res_release(ncclComm_t comm, const struct ng_agree_res* res) {
+void ng_reg_res_release(ncclComm_t comm, uint64_t gen, int dev, const struct ng_agree_res* res) {
   pthread_mutex_lock(&lock);
-  struct comm_ent* e = find(comm);
-  if (e && e->agree_in_use) {
+  struct comm_ent* e = find_gen(comm, gen);
+  if (!e) pool_add_locked(dev, res); /* its communicator went (and another may live at its address) */
+  else if (e->agree_in_use) {
     e->agree_in_use = 0;
     int gone = ng_comm_gone(&e->v);
     if (!gone) e->agree = *res;
@@ -354,9 +388,9 @@ void ng_reg_comm_tombstone(ncclComm_t comm, int state) {
   ng_reg_pool_drain();
 }
 
-void ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, int flags, int seq) {
-  struct win_ent* w = calloc(1, sizeof *w);
-  if (!w) return;
+int ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, int flags, int seq) {
+  struct win_ent* w = ng_calloc("registry.win", 1, sizeof *w);
+  if (!w) return -1;
   *w = (struct win_ent){.win = win, .comm = comm, .buff = buff, .size = size, .flags = flags, .seq = seq, .refs = 1};
   pthread_mutex_lock(&lock);
   struct win_ent* old = NULL;
@@ -366,11 +400,15 @@ void ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, 
     free(old);
     live_windows--;
   }
+  hash_oom = 0;
   HASH_ADD_PTR(wins, win, w);
-  live_windows++;
+  int oom = hash_oom;
   struct comm_ent* e = find(comm);
-  if (e) e->v.nwindows++;
+  if (!oom) live_windows++;
+  if (!oom && e) e->v.nwindows++;
   pthread_mutex_unlock(&lock);
+  if (oom) free(w);
+  return oom ? -1 : 0;
 }
 
 int ng_reg_win_find(ncclComm_t comm, const void* buff, size_t size, int flags, ncclWindow_t* win) {
@@ -413,9 +451,9 @@ int ng_reg_win_del(ncclWindow_t win, int* seq, void** buff, size_t* size) {
   return w != NULL;
 }
 
-void ng_reg_buf_add(void* handle, ncclComm_t comm, void* buff, size_t size) {
-  struct buf_ent* b = calloc(1, sizeof *b);
-  if (!b) return;
+int ng_reg_buf_add(void* handle, ncclComm_t comm, void* buff, size_t size) {
+  struct buf_ent* b = ng_calloc("registry.buf", 1, sizeof *b);
+  if (!b) return -1;
   *b = (struct buf_ent){.handle = handle, .comm = comm, .buff = buff, .size = size};
   pthread_mutex_lock(&lock);
   struct buf_ent* old = NULL;
@@ -424,8 +462,12 @@ void ng_reg_buf_add(void* handle, ncclComm_t comm, void* buff, size_t size) {
     HASH_DEL(bufs, old);
     free(old);
   }
+  hash_oom = 0;
   HASH_ADD_PTR(bufs, handle, b);
+  int oom = hash_oom;
   pthread_mutex_unlock(&lock);
+  if (oom) free(b);
+  return oom ? -1 : 0;
 }
 
 int ng_reg_buf_del(void* handle) {
@@ -453,7 +495,7 @@ static void keep_pinned(void* p) {
   if (!p) return;
   if (norphans == caporphans) {
     size_t cap = caporphans ? 2 * caporphans : 16;
-    void** n = realloc(orphans, cap * sizeof *n);
+    void** n = ng_realloc("registry.orphans", orphans, cap * sizeof *n);
     if (!n) return;
     orphans = n, caporphans = cap;
   }

@@ -7,6 +7,7 @@
 #include "guard.h"
 
 int ng_spawn_detached(void* (*fn)(void*), void* arg) {
+  if (NG_FP("thread.spawn")) return 11; /* EAGAIN */
   pthread_t t;
   pthread_attr_t a;
   pthread_attr_init(&a);

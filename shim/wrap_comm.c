@@ -294,6 +294,7 @@ struct eol_job {
   int lib; /* the caller's ng_tls.lib */
   enum ng_real_id id;
   ncclComm_t comm;
+  uint64_t gen; /* its registry entry's generation */
   ncclResult_t res;
 };
 
@@ -307,7 +308,7 @@ static void* eol_main(void* p) {
   pthread_cond_signal(&J->cv);
   pthread_mutex_unlock(&J->mu);
   if (abandoned) {
-    ng_reg_comm_stuck(J->comm, -1);
+    ng_reg_comm_stuck(J->comm, J->gen, -1);
     pthread_mutex_destroy(&J->mu);
     pthread_cond_destroy(&J->cv);
     free(J);
@@ -316,11 +317,11 @@ static void* eol_main(void* p) {
 }
 
 /* The real destroy/abort; 1 when it was left running past the bound (*res then ncclSuccess). */
-static int eol_bounded(enum ng_real_id id, ncclComm_t comm, ncclResult_t* res) {
-  struct eol_job* J = calloc(1, sizeof *J);
+static int eol_bounded(enum ng_real_id id, ncclComm_t comm, uint64_t gen, ncclResult_t* res) {
+  struct eol_job* J = ng_calloc("wrap.eol_job", 1, sizeof *J);
   int threaded = 0;
   if (J) {
-    J->id = id, J->comm = comm, J->lib = ng_cur_lib();
+    J->id = id, J->comm = comm, J->gen = gen, J->lib = ng_cur_lib();
     pthread_mutex_init(&J->mu, NULL);
     ng_cond_init(&J->cv);
     threaded = ng_spawn_detached(eol_main, J) == 0;
@@ -333,7 +334,7 @@ static int eol_bounded(enum ng_real_id id, ncclComm_t comm, ncclResult_t* res) {
   pthread_mutex_lock(&J->mu);
   int done = ng_wait_done(&J->mu, &J->cv, &J->done, ng_now_us() + 5e6); /* an abort takes milliseconds */
   if (!done) {
-    ng_reg_comm_stuck(comm, +1); /* before the thread can see `abandoned` */
+    ng_reg_comm_stuck(comm, gen, +1); /* before the thread can see `abandoned` */
     J->abandoned = 1;
   }
   pthread_mutex_unlock(&J->mu);
@@ -356,6 +357,12 @@ static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t c
   if (comm && ng_comm_gone(&cv)) return ng_refuse_gone(fn, comm, t0);
   ncclResult_t res;
   int ending = id == NG_ID_ncclCommDestroy || id == NG_ID_ncclCommAbort;
+  if (comm && id == NG_ID_ncclCommRevoke && cv.guard_revoked) {
+    /* ncclguard revoked it already (NCCL refuses a second revoke): the application's revoke is done */
+    ng_log_call(NG_LOG_INFO, fn, comm, ncclSuccess, t0, NG_D_NOOP, NG_R_COMM_BROKEN,
+                "already revoked by ncclguard: success without a second revoke (NCCL refuses one)");
+    return ncclSuccess;
+  }
   if (comm && cv.stuck > 0 && (ending || id == NG_ID_ncclCommFinalize)) {
     /* A call ncclguard made into NCCL on it never returned (agree.c, the launch): freeing the
      * communicator under it would make it use freed memory. It is left to the end of the process. */
@@ -373,7 +380,7 @@ static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t c
   }
   int left = 0;
   if (comm && ending && cv.broken && cv.state == NG_COMM_REVOKED) {
-    left = eol_bounded(id, comm, &res); /* revoked by ncclguard: bounded (above) */
+    left = eol_bounded(id, comm, cv.gen, &res); /* revoked by ncclguard: bounded (above) */
   } else {
     res = real_eol(id, comm, flags);
   }

@@ -43,18 +43,20 @@ static ncclResult_t group_end(ncclSimInfo_t* sim, int simulate) {
   else NG_CALL(res, ncclGroupEnd);
   struct ng_group* G = ng_grp(); /* this libnccl's group (route.c: each copy of NCCL has its own) */
   if (G->depth > 0) G->depth--;
-  if (G->depth > 0 || G->npending == 0) return res;
+  if (G->depth > 0) return res;
+  for (int i = 0; i < G->nlost; i++) /* a registration of the group could not be queued here */
+    ng_give_up(G->lost[i], 0, -1, NG_R_AGREE_FAILED, "out of host memory to queue a registration of the group");
+  G->nlost = 0;
+  if (G->npending == 0) return res;
   /* Outermost group end with queued registrations. */
   struct ng_regreq* reqs = G->pending;
   int n = G->npending;
   G->pending = NULL;
   G->npending = G->cappending = 0;
-  /* NCCL drops a group in which a call failed (group.cc, 2.27.7 - 2.30.7): the registrations queued in
-   * it are refused too, agreed with the peers (whose own group may have succeeded) so that no rank
-   * registers alone */
-  if (res != ncclSuccess && res != ncclInProgress)
-    for (int i = 0; i < n; i++) reqs[i].group_failed = 1;
-  ncclResult_t pres = ng_policy_register(reqs, n);
+  /* NCCL drops a group in which a call failed (group.cc, 2.27.7 - 2.30.7): its queued registrations are
+   * refused without a round (policy.c, ng_policy_group_failed) */
+  ncclResult_t pres = res != ncclSuccess && res != ncclInProgress ? ng_policy_group_failed(reqs, n, res)
+                                                                   : ng_policy_register(reqs, n);
   free(reqs);
   if (res == ncclSuccess || res == ncclInProgress) return pres != ncclSuccess ? pres : res;
   return res;

@@ -22,7 +22,7 @@ static int queue(struct ng_regreq* r) {
   struct ng_group* t = ng_grp();
   if (t->npending == t->cappending) {
     int cap = t->cappending ? 2 * t->cappending : 8;
-    struct ng_regreq* p = realloc(t->pending, (size_t)cap * sizeof *p);
+    struct ng_regreq* p = ng_realloc("wrap.queue", t->pending, (size_t)cap * sizeof *p);
     if (!p) return -1;
     t->pending = p;
     t->cappending = cap;
@@ -59,7 +59,15 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowRegister)(ncclComm_t comm, void* bu
   if (ng_grp()->depth > 0) {
     /* Inside ncclGroupStart/End: NCCL completes registrations at group end and nothing can be
      * agreed inside the group, so the request waits for the outermost ncclGroupEnd. */
-    if (queue(&r)) return refuse(&r, NG_R_OK, ncclSystemError);
+    if (queue(&r)) {
+      /* its peers queue theirs and run a round at the group's end that this rank cannot match: the
+       * communicator is broken now and given up (revoked) when the group ends, outside NCCL's group */
+      struct ng_group* G = ng_grp();
+      ng_reg_comm_set_broken(comm, r.cv.gen, NG_R_AGREE_FAILED);
+      if (G->nlost < (int)(sizeof G->lost / sizeof G->lost[0])) G->lost[G->nlost++] = comm;
+      else ng_give_up(comm, r.cv.gen, r.cv.dev, NG_R_AGREE_FAILED, "out of host memory to queue a registration");
+      return refuse(&r, NG_R_AGREE_FAILED, ncclSystemError);
+    }
     r.decision = NG_D_DEFERRED;
     r.result = ncclSuccess;
     ng_log_reg(&r, NG_LOG_TRACE, "queued until ncclGroupEnd");

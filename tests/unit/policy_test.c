@@ -60,14 +60,14 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
   for (int i = 0; i < n; i++) votes[i].status = NG_AGREE_OK, votes[i].one_host = 1;
   ncclResult_t res = peers ? peers(what, votes, n) : ncclSuccess;
   for (int i = 0; i < n; i++) /* as agree.c: a failed round leaves its communicator broken */
-    if (votes[i].status != NG_AGREE_OK) ng_reg_comm_set_broken(votes[i].comm, status_reason_of(votes[i].status));
+    if (votes[i].status != NG_AGREE_OK) ng_reg_comm_set_broken(votes[i].comm, 0, status_reason_of(votes[i].status));
   return res;
 }
 int ng_can_revoke(void) { return can_revoke; }
-void ng_give_up(ncclComm_t comm, int dev, int reason) {
-  (void)dev;
+void ng_give_up(ncclComm_t comm, uint64_t gen, int dev, int reason, const char* cause) {
+  (void)dev, (void)cause;
   gave_up++;
-  ng_reg_comm_set_broken(comm, reason);
+  ng_reg_comm_set_broken(comm, gen, reason);
 }
 ncclResult_t ng_wait_ready_until(ncclComm_t comm, int dev, double deadline) {
   (void)comm, (void)dev, (void)deadline;
@@ -602,7 +602,7 @@ static void t_register_on_failure_error(int arg) {
 /* prepare: the ready-wait fails (arg: its result) or the communicator is broken (arg 0) */
 static void t_prepare(int arg) {
   if (arg) ready_result = (ncclResult_t)arg;
-  else ng_reg_comm_set_broken(comm, NG_R_OUT_OF_STEP);
+  else ng_reg_comm_set_broken(comm, 0, NG_R_OUT_OF_STEP);
   win = SENTINEL;
   struct ng_regreq r = req(vbuf, 1u << 20, &win);
   ncclResult_t res = register_one_req(&r);
