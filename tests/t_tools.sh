@@ -402,3 +402,35 @@ for input in "$T/emptydir" /bin/true; do
   [ $rc = 2 ] && echo "$out" | grep -q "$want" && pass "report-nothing-understood-exit-2 ($(basename "$input"))" \
     || fail "report-nothing-understood-exit-2 ($(basename "$input"))" "rc=$rc $out"
 done
+
+# ---------------------------------------------------------------- make install / make uninstall
+# make help reads as text (no make syntax) and names uninstall
+out=$(make -C "$NG_ROOT" -s --no-print-directory help PREFIX=/opt/ng 2>&1)
+if ! echo "$out" | grep -q '\$' && echo "$out" | grep -q '^make install  *into /opt/ng: ' && echo "$out" | grep -q '^make uninstall '; then
+  pass make-help
+else fail make-help "$(echo "$out" | grep -e install -e '\$' | tr '\n' '|')"; fi
+
+# uninstall removes exactly what install wrote: the files, then the directories install created
+# (installing twice changes nothing); a tree with files and directories of its own keeps them. Once
+# (plain): the build system is the same in every variant.
+if [ "${NG_VARIANT:-plain}" = plain ]; then
+  mk() { make -C "$NG_ROOT" -s --no-print-directory BUILD="$B" PREFIX=/opt/ng "$@" 2>&1; }
+  mkdir -p "$T/dest" "$T/pre/opt/ng/lib" "$T/pre/opt/ng/bin" "$T/pre/opt/ng/share"
+  printf 'x\n' >"$T/pre/opt/ng/lib/other.so"
+  o1=$(mk install DESTDIR="$T/dest"); r1=$?
+  i="$T/dest/opt/ng" got=0
+  [ -x "$i/lib/libncclguard.so" ] && [ -x "$i/bin/ncclguard-run" ] && [ -x "$i/bin/ncclguard-doctor" ] \
+    && [ -x "$i/bin/ncclguard-report" ] && [ -f "$i/share/ncclguard/python/ncclguard_hook/_vars.py" ] && got=1
+  o2=$(env -i PATH="$PATH" "$i/bin/ncclguard-run" --print-env 2>&1)
+  o3=$(mk install DESTDIR="$T/dest"); r3=$?
+  o4=$(mk uninstall DESTDIR="$T/dest"); r4=$?
+  left=$(cd "$T/dest" && find . -mindepth 1 | tr '\n' ' ')
+  mk install DESTDIR="$T/pre" >/dev/null; mk uninstall DESTDIR="$T/pre" >/dev/null
+  kept=$(cd "$T/pre" && find . -mindepth 1 | LC_ALL=C sort | tr '\n' ' ')
+  o5=$(mk uninstall DESTDIR="$T/dest"); r5=$?
+  if [ $r1 = 0 ] && [ $got = 1 ] && [ "$o2" = "LD_PRELOAD=$i/lib/libncclguard.so
+PYTHONPATH=$i/share/ncclguard/python" ] && [ $r3 = 0 ] && [ $r4 = 0 ] && [ -z "$left" ] \
+     && [ "$kept" = "./opt ./opt/ng ./opt/ng/bin ./opt/ng/lib ./opt/ng/lib/other.so ./opt/ng/share " ] \
+     && [ $r5 != 0 ] && echo "$o5" | grep -q 'nothing to uninstall'; then pass make-install-uninstall
+  else fail make-install-uninstall "rc=$r1/$r3/$r4/$r5 installed $got left '$left' kept '$kept': $(echo "$o1 $o2 $o4 $o5" | tr '\n' '|')"; fi
+else echo "# skip make-install-uninstall: the plain variant runs it"; fi
