@@ -142,6 +142,12 @@ if ! echo "$out" | grep -q '(default (' && echo "$out" | grep -q 'NCCLGUARD_NCCL
    && echo "$out" | grep -q 'NCCLGUARD_TIMEOUT: number 0.001..10000000 (default 600)$'; then pass run-help-real-defaults
 else fail run-help-real-defaults "$(echo "$out" | grep 'default' | grep -v 'default [a-z0-9]' | tr '\n' '|')"; fi
 
+# --help read only in part (| head): no "cat: write error: Broken pipe", also where SIGPIPE is
+# ignored (as some CI shells and process managers leave it)
+out=$( (trap '' PIPE; "$RUN" --help | head -1) 2>&1)
+if [ "$out" = "Usage: ncclguard-run [options] [--] COMMAND [ARGS...]" ]; then pass run-help-head
+else fail run-help-head "$(echo "$out" | tr '\n' '|')"; fi
+
 # the repo's tools/ncclguard-run finds the hook next to it (tools/python)
 RRUN="$NG_ROOT/tools/ncclguard-run"
 out=$(clean_env NCCLGUARD_LIB="$LIBX" "$RRUN" sh -c 'echo "${PYTHONPATH:-}"' 2>&1)
