@@ -46,6 +46,46 @@ out=$(clean_env "$RUN" --json=yes true 2>&1); rc=$?
 out2=$(clean_env "$RUN" --timeout 2>&1); rc2=$?
 if [ $rc = 2 ] && [ $rc2 = 2 ] && echo "$out" | grep -q 'takes no value' && echo "$out2" | grep -q 'needs an argument'; then pass config-run-usage
 else fail config-run-usage "rc=$rc/$rc2: $out / $out2"; fi
+# the launcher checks the ncclguard variables of its environment as it checks its options: a value
+# that is not valid is refused before anything runs (--print-env too), status 2 and one line naming
+# the variable, the value and what is accepted
+bools='1/0, true/false, yes/no or on/off'
+for c in "NCCLGUARD_ON_FAILURE=eror|degrade|error" "NCCLGUARD_TIMEOUT=abc|a number in [0.001, 10000000]" \
+         "NCCLGUARD_LOG=verbose|off|warn|info|trace" "NCCLGUARD_PYHOOK=zzz|$bools" "NCCLGUARD=maybe|$bools"; do
+  v=${c%%|*} n=${c%%=*}; val=${v#*=}
+  rm -f "$T/ran"
+  out=$(clean_env "$v" "$RUN" touch "$T/ran" 2>&1); rc=$?
+  out2=$(clean_env "$v" "$RUN" --print-env 2>&1); rc2=$?
+  want="ncclguard-run: environment: $n='$val' is not valid (expected ${c#*|})"
+  if [ $rc = 2 ] && [ ! -e "$T/ran" ] && [ "$out" = "$want" ] && [ $rc2 = 2 ] && [ "$out2" = "$want" ]; then pass "config-run-env-refused ($v)"
+  else fail "config-run-env-refused ($v)" "rc=$rc/$rc2 (want 2/2): '$out' / '$out2'"; fi
+done
+# a variable an option sets is not checked (the option's value replaces it); valid ones pass silently
+out=$(clean_env NCCLGUARD_LOG=verbose "$RUN" -l info sh -c 'echo "$NCCLGUARD_LOG"' 2>&1); rc=$?
+out2=$(clean_env NCCLGUARD_LOG=INFO NCCLGUARD_TIMEOUT=1e3 NCCLGUARD=yes NCCLGUARD_PYHOOK=Off "$RUN" true 2>&1); rc2=$?
+if [ $rc = 0 ] && [ "$out" = info ] && [ $rc2 = 0 ] && [ -z "$out2" ]; then pass config-run-env-valid-and-overridden
+else fail config-run-env-valid-and-overridden "rc=$rc/$rc2: '$out' / '$out2'"; fi
+# an unknown NCCLGUARD_* name runs, with a warning naming the closest variable
+ok=1 msg=""
+for c in NCCLGUARD_TIMEOT=NCCLGUARD_TIMEOUT NCCLGUARD_ONFAILURE=NCCLGUARD_ON_FAILURE NCCLGUARD_pyhook=NCCLGUARD_PYHOOK; do
+  n=${c%%=*}
+  rm -f "$T/ran"
+  out=$(clean_env "$n=5" "$RUN" touch "$T/ran" 2>&1); rc=$?
+  want="ncclguard-run: warning: environment: $n is not an ncclguard variable, ignored (did you mean ${c#*=}?)"
+  [ $rc = 0 ] && [ -e "$T/ran" ] && [ "$out" = "$want" ] || { ok=0; msg="$msg rc=$rc '$out'"; }
+done
+if [ $ok = 1 ]; then pass config-run-env-unknown-warns; else fail config-run-env-unknown-warns "$msg"; fi
+
+# NCCLGUARD (the Python package's switch) is a variable of the table: the doctor checks it (status 2
+# when not valid, even with --config-only), --vars lists it, docs/configuration.md's table has it
+out=$(clean_env LD_LIBRARY_PATH="$T/none" NCCLGUARD=maybe timeout 60 "$DOC" --config-only 2>&1); rc=$?
+out2=$(clean_env LD_LIBRARY_PATH="$T/none" NCCLGUARD=1 timeout 60 "$DOC" --config-only 2>&1); rc2=$?
+if [ $rc = 2 ] && echo "$out" | grep -Eq "^FAIL +env\.NCCLGUARD +NCCLGUARD=maybe: not valid \(expected 1/0, true/false" \
+   && [ $rc2 = 0 ] && echo "$out2" | grep -Eq '^OK +env\.ncclguard +1 NCCLGUARD_\* variable set, all valid$' \
+   && "$DOC" --vars | grep -Eq '^NCCLGUARD +1/0, true/false, yes/no or on/off \(default: off; import ncclguard turns it on\) \[Python package\]$' \
+   && grep -q '^| `NCCLGUARD` | boolean | off; import ncclguard turns it on | python | ' "$CONF"; then pass config-ncclguard-switch
+else fail config-ncclguard-switch "rc=$rc/$rc2 (want 2/0): $(echo "$out" "$out2" | grep env | tr '\n' '|')"; fi
+
 # every variable with an option is in --help with its values and default
 help=$("$RUN" --help 2>&1)
 bad=""
@@ -93,12 +133,16 @@ auto
 never
 error
 '
-names=$("$DOC" --vars --json | "$PY" -c 'import json,sys
+# names: every variable that is not a path; nonlib: those of them the library does not read
+# (ncclguard-run's, the Python package's NCCLGUARD), which the doctor judges with the library's reader
+"$DOC" --vars --json | "$PY" -c 'import json,sys
 for l in sys.stdin:
     d = json.loads(l)
-    if d["values"] != "path" and d["name"] != "NCCLGUARD_DUMP_CONFIG": print(d["name"])' | tr '\n' ' ')
+    if d["values"] != "path" and d["name"] != "NCCLGUARD_DUMP_CONFIG": print(d["name"], d["reader"])' >"$T/names"
+names=$(cut -d' ' -f1 "$T/names" | tr '\n' ' ')
+nonlib=$(awk '$2 != "lib" { print $1 }' "$T/names" | tr '\n' ' ')
 tab=$(printf '\t')
-: >"$T/lib.v"; : >"$T/doc.v"; : >"$T/run.v"
+: >"$T/lib.v"; : >"$T/doc.v"; : >"$T/run.v"; : >"$T/env.v"
 printf '%s' "$vals" >"$T/vals"
 while IFS= read -r val; do
   # the library: at most 8 warnings a process, so the variables in groups of 6; NCCLGUARD_LOG alone
@@ -115,7 +159,7 @@ while IFS= read -r val; do
     out=$(for n in $grp; do printf '%s=%s\0' "$n" "$val"; done | \
       xargs -0 sh -c 'exec env LD_PRELOAD="$0" NCCLGUARD_DUMP_CONFIG=1 NCCLGUARD_LOG_FILE= "$@" /bin/true' "${NG_PRELOAD_PREFIX:-}$SHIM" 2>&1)
     for n in $grp; do
-      case "$n" in NCCLGUARD_PYHOOK) continue ;; esac # not the library's
+      case " $nonlib " in *" $n "*) continue ;; esac # not the library's
       if printf '%s\n' "$out" | grep -qF "$n=$val is not valid"; then v=bad; else v=ok; fi
       printf '%s\t%s\t%s\n' "$n" "$val" "$v" >>"$T/lib.v"
     done
@@ -134,6 +178,13 @@ while IFS= read -r val; do
     if clean_env "$RUN" --lib "$SHIM" "$o" "$val" --print-env >/dev/null 2>&1; then v=ok; else v=bad; fi
     printf '%s\t%s\t%s\n' "$n" "$val" "$v" >>"$T/run.v"
   done
+  # the launcher, through its environment: every variable at once, one refusal line each
+  out=$(for n in $names; do printf '%s=%s\0' "$n" "$val"; done | \
+    xargs -0 sh -c 'r=$1 l=$2; shift 2; exec env -i PATH="$PATH" HOME="$0" "$@" "$r" --lib "$l" --print-env' "$T" "$RUN" "$SHIM" 2>&1 >/dev/null)
+  for n in $names; do
+    if printf '%s\n' "$out" | grep -q "^ncclguard-run: environment: $n='"; then v=bad; else v=ok; fi
+    printf '%s\t%s\t%s\n' "$n" "$val" "$v" >>"$T/env.v"
+  done
 done <"$T/vals"
 # the Python hook's reader
 PYTHONPATH="$NG_ROOT/tools/python" "$PY" - "$T/vals" $names >"$T/py.v" 2>&1 <<'EOF'
@@ -144,20 +195,23 @@ for v in vals:
     for n in sys.argv[2:]:
         print("%s\t%s\t%s" % (n, v, "bad" if _config.get(n, {n: v})[1] else "ok"))
 EOF
-# compare each reader with the library (the launcher and Python on the variables they read)
+# compare each reader with the library (the launcher's options on the variables they set); on the
+# variables the library does not read, with the doctor's verdict (the library's reader, vars.c)
+awk -F'\t' -v nonlib=" $nonlib " 'index(nonlib, " " $1 " ")' "$T/doc.v" | cat "$T/lib.v" - | sort >"$T/ref.s"
 ok=1
-for r in doc run py; do
+for r in doc run env py; do
   sort "$T/$r.v" >"$T/$r.s"
   case $r in
-    run) awk -F'\t' 'NR == FNR { seen[$1] = 1; next } ($1 in seen)' "$T/run.s" "$T/lib.v" | sort >"$T/libr.s" ;;
-    *) grep -v "^NCCLGUARD_PYHOOK$tab" "$T/$r.s" >"$T/$r.s2"; mv "$T/$r.s2" "$T/$r.s"; sort "$T/lib.v" >"$T/libr.s" ;;
+    run) awk -F'\t' 'NR == FNR { seen[$1] = 1; next } ($1 in seen)' "$T/run.s" "$T/ref.s" | sort >"$T/libr.s" ;;
+    *) cp "$T/ref.s" "$T/libr.s" ;;
   esac
   if ! cmp -s "$T/libr.s" "$T/$r.s"; then ok=0; echo "# $r differs from the library: $(diff "$T/libr.s" "$T/$r.s" | grep '^[<>]' | head -6 | tr '\n' '|')"; fi
 done
-nlib=$(wc -l <"$T/lib.v"); nrun=$(wc -l <"$T/run.v"); nbad=$(grep -c 'bad$' "$T/lib.v")
-if [ $ok = 1 ] && [ "$nlib" -gt 300 ] && [ "$nrun" -gt 100 ] && [ "$nbad" -gt 100 ]; then
-  pass "config-one-verdict ($nlib library verdicts, $nbad refusals; doctor, launcher ($nrun), Python agree)"
-else fail config-one-verdict "lib $nlib run $nrun bad $nbad"; fi
+nlib=$(wc -l <"$T/lib.v"); nrun=$(wc -l <"$T/run.v"); nenv=$(wc -l <"$T/env.v"); nbad=$(grep -c 'bad$' "$T/lib.v")
+if [ $ok = 1 ] && [ "$nlib" -gt 300 ] && [ "$nrun" -gt 100 ] && [ "$nbad" -gt 100 ] && [ "$nenv" -gt "$nlib" ] \
+   && grep -q "^NCCLGUARD${tab}maybe${tab}bad$" "$T/env.v" && grep -q "^NCCLGUARD_PYHOOK${tab}OFF${tab}ok$" "$T/env.v"; then
+  pass "config-one-verdict ($nlib library verdicts, $nbad refusals; doctor, launcher (options $nrun, environment $nenv), Python agree)"
+else fail config-one-verdict "lib $nlib run $nrun env $nenv bad $nbad; not the library's: $nonlib"; fi
 
 # the Python hook's booleans: the table's words in any case, and a bad value warns with the library's text
 out=$(PYTHONPATH="$NG_ROOT/tools/python" "$PY" -c 'from ncclguard_hook import _config as c

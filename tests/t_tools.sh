@@ -163,6 +163,12 @@ else fail run-pyhook "got '$out' / '$out2' / '$out3', hook dir $hook"; fi
 out=$("$DOC" --help 2>&1); rc=$?
 if [ $rc -eq 0 ] && echo "$out" | grep -q '^Usage: ncclguard-doctor'; then pass doctor-help; else fail doctor-help "rc=$rc"; fi
 
+# --vars: the defaults as --help shows them, not "(default (auto))"
+out=$("$DOC" --vars 2>&1)
+if ! echo "$out" | grep -q '(default (' && echo "$out" | grep -Eq '^NCCLGUARD_NCCL_LIB +path \(default: the libnccl the process loads\)$' \
+   && echo "$out" | grep -Eq '^NCCLGUARD_TIMEOUT +number 0.001..10000000 \(default 600\)$'; then pass doctor-vars-defaults
+else fail doctor-vars-defaults "$(echo "$out" | grep 'default' | grep -v 'default [a-z0-9]' | tr '\n' '|')"; fi
+
 no_needed() {
   for f in "$DOC" "$REP"; do
     if command -v readelf >/dev/null 2>&1; then d=$(readelf -d "$f"); else d=$(objdump -p "$f"); fi

@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vars.h" /* the table of NCCLGUARD_* variables and its reader, shared with the library */
+#include "varinfo.h" /* the table of variables (shim/vars.def) and its reader, shared with the library */
 
 /* The CUDA driver API: prototypes from cuda.h when it is there, so the compiler checks the
  * signatures; a minimal equivalent otherwise (the tools must build with nccl.h alone). */
@@ -85,10 +85,11 @@ static const char *usage_text =
     "                    does not exist is a usage error\n"
     "  --no-python       skip the PyTorch checks\n"
     "  --connect-timeout SEC  TCP check of MASTER_ADDR:MASTER_PORT (default 2)\n"
-    "  --config-only     check the configuration alone: the NCCLGUARD_* and NCCL_* variables\n"
-    "                    (environment, NCCL's configuration files); no driver, GPU, NCCL or\n"
-    "                    Python probe, so it runs on a login node too. Exit 0 valid, 2 not\n"
-    "  --vars            list the NCCLGUARD_* variables (values, default, meaning) and exit\n"
+    "  --config-only     check the configuration alone: the NCCLGUARD_* variables, NCCLGUARD\n"
+    "                    and the NCCL_* variables (environment, NCCL's configuration files);\n"
+    "                    no driver, GPU, NCCL or Python probe, so it runs on a login node too.\n"
+    "                    Exit 0 valid, 2 not\n"
+    "  --vars            list the variables (values, default, meaning) and exit\n"
     "  --version      the version of ncclguard\n"
     "  -h, --help        this text\n"
     "\n"
@@ -738,20 +739,21 @@ static void check_known_bugs(int code, const char *prefix) {
 
 /* ---- NCCLGUARD_* variables ---- */
 
-/* Each NCCLGUARD_* variable of the environment, checked by the library's own reader (vars.c);
- * the paths also for what the library will do with them (a file to load, a log directory). */
+/* Each NCCLGUARD_* variable of the environment, and NCCLGUARD (the Python package's switch),
+ * checked by the library's own reader (vars.c); the paths also for what the library will do with
+ * them (a file to load, a log directory). */
 static void check_guard_vars(void) {
   extern char **environ;
   int bad = 0, n = 0;
   for (char **e = environ; *e; e++) {
-    if (strncmp(*e, "NCCLGUARD_", 10) != 0) continue;
+    if (strncmp(*e, "NCCLGUARD_", 10) != 0 && strncmp(*e, "NCCLGUARD=", 10) != 0) continue;
     char name[128];
     const char *eq = strchr(*e, '=');
     if (!eq || (size_t)(eq - *e) >= sizeof name) continue;
     memcpy(name, *e, (size_t)(eq - *e));
     name[eq - *e] = 0;
     const char *v = eq + 1;
-    const struct ng_var *var = ng_var_find(name);
+    const struct ng_var *var = ng_tab_find(name);
     char why[320] = "", check[160];
     n++;
     snprintf(check, sizeof check, "env.%s", name);
@@ -762,8 +764,12 @@ static void check_guard_vars(void) {
     }
     if (ng_var_check(var, v, NULL) != 0) {
       char expect[128];
-      report(FAIL, check, "fix the value or unset it (the library would warn and use the default)", "%s=%s: not valid (expected %s)",
-             name, v, ng_var_expect(var, expect, sizeof expect));
+      const char *what = var->lib ? "ncclguard-run refuses it; the library alone warns and uses the default"
+                         : strcmp(ng_tab_reader(var), "python") ? "ncclguard-run refuses it"
+                                                                : "ncclguard-run refuses it; the Python package warns and leaves ncclguard off";
+      char fix[256];
+      snprintf(fix, sizeof fix, "fix the value or unset it (%s)", what);
+      report(FAIL, check, fix, "%s=%s: not valid (expected %s)", name, v, ng_var_expect(var, expect, sizeof expect));
       bad++;
       continue;
     } else if (var->kind == NG_KIND_PATH && *v) {
@@ -791,12 +797,12 @@ static void check_guard_vars(void) {
 /* --vars: the table, one variable a line (tab-separated with --json off: name, values, default,
  * reader, meaning) */
 static void print_vars(void) {
-  for (int i = 0; i < ng_nvars; i++) {
-    const struct ng_var *v = &ng_vars[i];
-    char values[160], def[256];
+  for (int i = 0; i < ng_tab_count(); i++) {
+    const struct ng_var *v = ng_tab_var(i);
+    char values[160], def[PATH_MAX], note[PATH_MAX + 16];
     if (!v->name) continue;
     ng_var_values(v, values, sizeof values);
-    ng_var_default(v, def, sizeof def);
+    ng_tab_default(v, def, sizeof def);
     if (opt_json) {
       fputs("{\"name\":", stdout);
       json_str(stdout, v->name);
@@ -804,11 +810,13 @@ static void print_vars(void) {
       json_str(stdout, values);
       fputs(",\"default\":", stdout);
       json_str(stdout, def);
-      printf(",\"reader\":\"%s\",\"help\":", v->lib ? "lib" : "run");
+      printf(",\"reader\":\"%s\",\"help\":", ng_tab_reader(v));
       json_str(stdout, v->help);
       fputs("}\n", stdout);
     } else {
-      printf("%-22s %s (default %s)%s\n    %s\n", v->name, values, def, v->lib ? "" : " [ncclguard-run]", v->help);
+      const char *reader = ng_tab_reader(v);
+      printf("%-22s %s %s%s\n    %s\n", v->name, values, ng_tab_default_note(v, note, sizeof note),
+             v->lib ? "" : strcmp(reader, "python") ? " [ncclguard-run]" : " [Python package]", v->help);
     }
   }
 }

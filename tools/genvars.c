@@ -4,13 +4,14 @@
  *   genvars --py            tools/python/ncclguard_hook/_vars.py (read by _config.py)
  *   genvars --readme FILE   FILE with the tables between the "<!-- vars:... -->" markers generated
  *                           (make docs writes docs/configuration.md back; tests/t_config.sh compares)
+ * Reads the table through tools/varinfo.h (the library's rows and the NG_PYVAR ones).
  * Built and run by the build (tools/tools.mk); not installed. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "vars.h"
+#include "varinfo.h" /* the table (shim/vars.def) as the tools see it */
 
 static const char* kind_name[] = {"BOOL", "ENUM", "INT", "NUM", "PATH", "OPT"};
 
@@ -97,36 +98,6 @@ static void wrapped(FILE* f, const char* text, int indent, int inline_first) {
   fputc('\n', f);
 }
 
-/* The default as a reader should see it. A path's default in parentheses in shim/vars.def
- * ("(auto)") says there is no fixed value: it is described here, as "(default: ...)" rather than
- * "(default (auto))". Returns "(default warn)" or "(default: the libnccl the process loads)". */
-static const struct {
-  const char *name, *what;
-} described[] = {
-    {"NCCLGUARD_NCCL_LIB", "the libnccl the process loads"},
-};
-
-static const char *default_desc(const struct ng_var *v, char *buf, size_t n) {
-  char d[PATH_MAX];
-  ng_var_default(v, d, sizeof d);
-  size_t len = strlen(d);
-  if (v->kind == NG_KIND_PATH && len >= 2 && d[0] == '(' && d[len - 1] == ')') {
-    for (size_t i = 0; i < sizeof described / sizeof *described; i++)
-      if (!strcmp(v->name, described[i].name)) { snprintf(buf, n, "%s", described[i].what); return buf; }
-    snprintf(buf, n, "%.*s", (int)(len - 2), d + 1);
-    return buf;
-  }
-  return NULL;
-}
-
-/* "(default X)" or "(default: DESCRIPTION)" */
-static const char *default_note(const struct ng_var *v, char *buf, size_t n) {
-  char d[PATH_MAX], w[PATH_MAX];
-  if (default_desc(v, w, sizeof w)) snprintf(buf, n, "(default: %s)", w);
-  else snprintf(buf, n, "(default %s)", ng_var_default(v, d, sizeof d));
-  return buf;
-}
-
 /* ---- ncclguard-run's fragment ---- */
 
 static void help_line(FILE* f, const char* label, const char* first) {
@@ -145,8 +116,8 @@ static void gen_sh(FILE* f) {
   fprintf(f, " ng_path_max=%d\n", PATH_MAX);
   /* ng_option OPT: the table's option OPT: ng_name, ng_takes (1: a value follows), ng_fixed */
   fprintf(f, "ng_option() {\n  ng_fixed=\n  case \"$1\" in\n");
-  for (int i = 0; i < ng_nvars; i++) {
-    const struct ng_var* v = &ng_vars[i];
+  for (int i = 0; i < ng_tab_count(); i++) {
+    const struct ng_var* v = ng_tab_var(i);
     if (!v->name) continue;
     const char* p = v->options;
     struct opt o;
@@ -159,8 +130,8 @@ static void gen_sh(FILE* f) {
   fprintf(f, "    *) return 1 ;;\n  esac\n}\n");
   /* ng_spec NAME: ng_kind, ng_choices, ng_min, ng_max, ng_expect of variable NAME */
   fprintf(f, "ng_spec() {\n  ng_choices= ng_min= ng_max=\n  case \"$1\" in\n");
-  for (int i = 0; i < ng_nvars; i++) {
-    const struct ng_var* v = &ng_vars[i];
+  for (int i = 0; i < ng_tab_count(); i++) {
+    const struct ng_var* v = ng_tab_var(i);
     if (!v->name) continue;
     fprintf(f, "    %s) ng_kind=%s", v->name, kind_name[v->kind]);
     if (v->kind == NG_KIND_ENUM) { fprintf(f, " ng_choices="); sh_quote(f, v->choices); }
@@ -170,10 +141,15 @@ static void gen_sh(FILE* f) {
     fprintf(f, " ;;\n");
   }
   fprintf(f, "    *) return 1 ;;\n  esac\n}\n");
+  /* every variable's name, for the closest one to an unknown name */
+  fprintf(f, "ng_var_names='");
+  for (int i = 0, k = 0; i < ng_tab_count(); i++)
+    if (ng_tab_var(i)->name) fprintf(f, "%s%s", k++ ? " " : "", ng_tab_var(i)->name);
+  fprintf(f, "'\n");
   /* the options part of --help */
   fprintf(f, "ng_usage_options() {\n  cat <<'NG_EOF'\n");
-  for (int i = 0; i < ng_nvars; i++) {
-    const struct ng_var* v = &ng_vars[i];
+  for (int i = 0; i < ng_tab_count(); i++) {
+    const struct ng_var* v = ng_tab_var(i);
     const char* p = v->options;
     struct opt o;
     int first = 1;
@@ -187,7 +163,7 @@ static void gen_sh(FILE* f) {
         continue;
       }
       if (o.metavar[0])
-        snprintf(head, sizeof head, "%s: %s %s", v->name, ng_var_values(v, a, sizeof a), default_note(v, dn, sizeof dn));
+        snprintf(head, sizeof head, "%s: %s %s", v->name, ng_var_values(v, a, sizeof a), ng_tab_default_note(v, dn, sizeof dn));
       else snprintf(head, sizeof head, "%s=%s", v->name, o.fixed);
       help_line(f, label, head);
       if (first) wrapped(f, v->help, 26, 0);
@@ -195,11 +171,11 @@ static void gen_sh(FILE* f) {
     }
   }
   fprintf(f, "\nVariables without an option (set them in the environment; ncclguard-doctor --vars\nlists every variable):\n");
-  for (int i = 0; i < ng_nvars; i++) {
-    const struct ng_var* v = &ng_vars[i];
+  for (int i = 0; i < ng_tab_count(); i++) {
+    const struct ng_var* v = ng_tab_var(i);
     if (!v->name || v->options[0]) continue;
     char head[320];
-    snprintf(head, sizeof head, "%s: %s %s", v->name, ng_var_values(v, a, sizeof a), default_note(v, dn, sizeof dn));
+    snprintf(head, sizeof head, "%s: %s %s", v->name, ng_var_values(v, a, sizeof a), ng_tab_default_note(v, dn, sizeof dn));
     fprintf(f, "  %s\n", head);
   }
   fprintf(f, "NG_EOF\n}\n# ---- end of the generated part ----\n");
@@ -218,7 +194,7 @@ static void py_words(FILE* f, const char* list) {
 }
 
 static void gen_py(FILE* f) {
-  char a[160], b[64];
+  char a[160], b[PATH_MAX];
   fprintf(f, "# Generated from shim/vars.def by genvars --py (make): do not edit. Read by _config.py.\n");
   fprintf(f, "BOOL_TRUE = "); py_words(f, NG_BOOL_TRUE);
   fprintf(f, "\nBOOL_FALSE = "); py_words(f, NG_BOOL_FALSE);
@@ -226,14 +202,15 @@ static void gen_py(FILE* f) {
   fprintf(f, "\nNUM_RE = "); py_str(f, NG_NUM_RE);
   fprintf(f, "\nBAD_VALUE_FMT = "); py_str(f, NG_BAD_VALUE_FMT);
   fprintf(f, "\nPATH_MAX = %d\n", PATH_MAX);
-  fprintf(f, "# name: (kind, default as text, min, max, choices, what a valid value looks like)\nVARS = {\n");
-  for (int i = 0; i < ng_nvars; i++) {
-    const struct ng_var* v = &ng_vars[i];
+  fprintf(f, "# name: (kind, default as text (in parentheses: what unset means), min, max, choices,\n"
+             "#        what a valid value looks like)\nVARS = {\n");
+  for (int i = 0; i < ng_tab_count(); i++) {
+    const struct ng_var* v = ng_tab_var(i);
     if (!v->name) continue;
     fprintf(f, "    ");
     py_str(f, v->name);
     fprintf(f, ": (\"%s\", ", kind_name[v->kind]);
-    py_str(f, ng_var_default(v, b, sizeof b));
+    py_str(f, ng_tab_default(v, b, sizeof b));
     fprintf(f, ", %s, ", ng_var_num(v->min, a, sizeof a));
     fprintf(f, "%s, ", ng_var_num(v->max, a, sizeof a));
     py_words(f, v->kind == NG_KIND_ENUM ? v->choices : "");
@@ -269,8 +246,8 @@ static void md_values(FILE* f, const struct ng_var* v) {
 
 static void md_options(FILE* f) {
   fprintf(f, "| option | variable | values |\n| --- | --- | --- |\n");
-  for (int i = 0; i < ng_nvars; i++) {
-    const struct ng_var* v = &ng_vars[i];
+  for (int i = 0; i < ng_tab_count(); i++) {
+    const struct ng_var* v = ng_tab_var(i);
     const char* p = v->options;
     struct opt o;
     while (next_opt(&p, &o)) {
@@ -286,7 +263,7 @@ static void md_options(FILE* f) {
         if (v->kind != NG_KIND_ENUM) {
           char dn[PATH_MAX + 16];
           fprintf(f, " ");
-          md_cell(f, default_note(v, dn, sizeof dn));
+          md_cell(f, ng_tab_default_note(v, dn, sizeof dn));
         }
       } else {
         fprintf(f, "`%s=%s` | ", v->name, o.fixed);
@@ -299,20 +276,21 @@ static void md_options(FILE* f) {
 static void md_config(FILE* f) {
   char a[160], b[PATH_MAX];
   const struct ng_var* any_bool = NULL;
-  for (int i = 0; i < ng_nvars && !any_bool; i++)
-    if (ng_vars[i].kind == NG_KIND_BOOL) any_bool = &ng_vars[i];
+  for (int i = 0; i < ng_tab_count() && !any_bool; i++)
+    if (ng_tab_var(i)->kind == NG_KIND_BOOL) any_bool = ng_tab_var(i);
   fprintf(f, "Booleans accept %s, in any case; integers and numbers are decimal, without blanks.\n",
           any_bool ? ng_var_expect(any_bool, a, sizeof a) : "-");
-  fprintf(f, "The library reads those marked lib; ncclguard-run and its Python hook read the others.\n\n");
+  fprintf(f, "The library reads those marked lib, ncclguard-run and its Python hook those marked run, the Python\n"
+             "package (pip) those marked python.\n\n");
   fprintf(f, "| variable | values | default | read by | meaning |\n| --- | --- | --- | --- | --- |\n");
-  for (int i = 0; i < ng_nvars; i++) {
-    const struct ng_var* v = &ng_vars[i];
+  for (int i = 0; i < ng_tab_count(); i++) {
+    const struct ng_var* v = ng_tab_var(i);
     if (!v->name) continue;
     fprintf(f, "| `%s` | ", v->name);
     md_values(f, v);
     fprintf(f, " | ");
-    md_cell(f, default_desc(v, b, sizeof b) ? b : ng_var_default(v, b, sizeof b));
-    fprintf(f, " | %s | ", v->lib ? "lib" : "run");
+    md_cell(f, ng_tab_default_desc(v, b, sizeof b) ? b : ng_tab_default(v, b, sizeof b));
+    fprintf(f, " | %s | ", ng_tab_reader(v));
     md_cell(f, v->help);
     fprintf(f, " |\n");
   }

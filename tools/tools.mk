@@ -9,13 +9,14 @@ TOOLS_BIN = $(BUILD)/ncclguard-run $(BUILD)/ncclguard-doctor $(BUILD)/ncclguard-
 GENVARS = $(BUILD)/genvars
 VARS_SH = $(BUILD)/ncclguard-vars.sh
 VARS_PY = tools/python/ncclguard_hook/_vars.py
-TOOLS_OBJ = $(BUILD)/tools/doctor.o $(BUILD)/tools/report.o $(BUILD)/tools/genvars.o
+TOOLS_OBJ = $(BUILD)/tools/doctor.o $(BUILD)/tools/report.o $(BUILD)/tools/genvars.o $(BUILD)/tools/varinfo.o
 
 .PHONY: tools docs readme
 tools: $(TOOLS_BIN) $(VARS_PY)
 
 # One object per source, each with its header dependencies (-MMD -MP); the table's reader is
-# the library's own object ($(BUILD)/shim/vars.o).
+# the library's own object ($(BUILD)/shim/vars.o), with the tools' view of the table beside it
+# (tools/varinfo.c: the rows the library does not read, how defaults are shown).
 # cuda.h only gives the doctor checked prototypes; it builds without it too.
 $(BUILD)/tools/doctor.o: tools/doctor.c VERSION
 	@mkdir -p $(dir $@)
@@ -23,16 +24,16 @@ $(BUILD)/tools/doctor.o: tools/doctor.c VERSION
 $(BUILD)/tools/report.o: tools/report.c VERSION
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(NG_IDENT) -MMD -MP -c $< -o $@
-$(BUILD)/tools/genvars.o: tools/genvars.c
+$(BUILD)/tools/genvars.o $(BUILD)/tools/varinfo.o: $(BUILD)/tools/%.o: tools/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ishim -MMD -MP -c $< -o $@
 
-$(BUILD)/ncclguard-doctor: $(BUILD)/tools/doctor.o $(BUILD)/shim/vars.o
+$(BUILD)/ncclguard-doctor: $(BUILD)/tools/doctor.o $(BUILD)/tools/varinfo.o $(BUILD)/shim/vars.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -ldl
 $(BUILD)/ncclguard-report: $(BUILD)/tools/report.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^
 # genvars runs at build time and is not installed.
-$(GENVARS): $(BUILD)/tools/genvars.o $(BUILD)/shim/vars.o
+$(GENVARS): $(BUILD)/tools/genvars.o $(BUILD)/tools/varinfo.o $(BUILD)/shim/vars.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^
 
 $(VARS_SH): $(GENVARS)

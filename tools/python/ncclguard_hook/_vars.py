@@ -5,7 +5,8 @@ INT_RE = "^-?[0-9]+$"
 NUM_RE = "^([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$"
 BAD_VALUE_FMT = "%s=%.60s is not valid (expected %s); using the default"
 PATH_MAX = 4096
-# name: (kind, default as text, min, max, choices, what a valid value looks like)
+# name: (kind, default as text (in parentheses: what unset means), min, max, choices,
+#        what a valid value looks like)
 VARS = {
     "NCCLGUARD_LOG": ("ENUM", "warn", 0, 0, ("off", "warn", "info", "trace", ), "off|warn|info|trace"),
     "NCCLGUARD_LOG_FILE": ("PATH", "stderr", 0, 0, (), "a path shorter than PATH_MAX"),
@@ -27,4 +28,5 @@ VARS = {
     "NCCLGUARD_CUDA_LIB": ("PATH", "libcuda.so.1", 0, 0, (), "a path shorter than PATH_MAX"),
     "NCCLGUARD_PYHOOK": ("BOOL", "1", 0, 0, (), "1/0, true/false, yes/no or on/off"),
     "NCCLGUARD_LIB": ("PATH", "(found by ncclguard-run)", 0, 0, (), "a path shorter than PATH_MAX"),
+    "NCCLGUARD": ("BOOL", "(off; import ncclguard turns it on)", 0, 0, (), "1/0, true/false, yes/no or on/off"),
 }
