@@ -132,8 +132,17 @@ static void revoke_comm(ncclComm_t comm, uint64_t gen, int dev, const char* why)
  * there). Without ncclCommRevoke (NCCL < 2.28.7) such a call waits for its peer as NCCL alone does. */
 static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wd_cond; /* CLOCK_MONOTONIC (ng_cond_init): made at the first watch */
+/* The watch whose revoke the watchdog is making right now (NULL: none), and its end: a call whose watch
+ * fired returns only once the revoke is done, or the application's next collective could be enqueued
+ * while NCCL's revoke lands and be stopped half-way, with garbage in its buffer and no error (seen with
+ * the fakes' revoke under tests/progs/failwalk.c) */
+static struct watch* wd_firing;
+static pthread_cond_t wd_fired_cv;
 static pthread_once_t wd_once = PTHREAD_ONCE_INIT;
-static void wd_init(void) { ng_cond_init(&wd_cond); }
+static void wd_init(void) {
+  ng_cond_init(&wd_cond);
+  ng_cond_init(&wd_fired_cv);
+}
 static struct watch* wd_list;
 static int wd_running;
 /* When the sleeping watchdog wakes next (1e300: only when signalled; 0: it is awake and scans
@@ -164,6 +173,7 @@ static void* wd_main(void* arg) {
       uint64_t gen = due->gen;
       int dev = due->dev;
       ng_tls.lib = due->lib; /* the communicator's own libnccl (route.c) */
+      wd_firing = due;
       pthread_mutex_unlock(&wd_lock); /* never held across a call into NCCL */
       if (stage == 0) {
         ng_reg_comm_set_broken(c, gen, NG_R_TIMEOUT);
@@ -175,6 +185,8 @@ static void* wd_main(void* arg) {
                    "once it returns)", (void*)c, grace_us() / 1e6);
       }
       pthread_mutex_lock(&wd_lock);
+      wd_firing = NULL;
+      pthread_cond_broadcast(&wd_fired_cv);
       continue;
     }
     if (next < 0) {
@@ -213,6 +225,7 @@ int ng_watch_disarm(struct watch* w) {
       *p = w->next;
       break;
     }
+  while (wd_firing == w) pthread_cond_wait(&wd_fired_cv, &wd_lock); /* its revoke is under way: a few ms */
   int fired = w->fired;
   pthread_mutex_unlock(&wd_lock);
   return fired;
@@ -222,6 +235,8 @@ int ng_watch_disarm(struct watch* w) {
 void ng_watch_after_fork(void) {
   pthread_mutex_init(&wd_lock, NULL);
   ng_cond_init(&wd_cond);
+  ng_cond_init(&wd_fired_cv);
+  wd_firing = NULL;
   pthread_once(&wd_once, wd_init); /* (done, or the init above stands) */
   wd_list = NULL;
   wd_running = 0;
@@ -393,10 +408,12 @@ struct launch_job {
 static void launch_run(struct launch_job* L) {
   ncclResult_t r, e;
   NG_CALL(r, ncclGroupStart);
+  int started = r == ncclSuccess;
   for (int j = 0; j < L->n && r == ncclSuccess; j++)
     NG_CALL(r, ncclAllReduce, (const void*)(uintptr_t)L->it[j].buf, (void*)(uintptr_t)L->it[j].buf, L->it[j].len,
             NG_NCCL_INT32, NG_NCCL_MAX, L->it[j].comm, (cudaStream_t)L->it[j].s);
-  NG_CALL(e, ncclGroupEnd);
+  e = r;
+  if (started) NG_CALL(e, ncclGroupEnd); /* only a group that started is ended */
   L->r = r, L->e = e;
 }
 

@@ -2,7 +2,9 @@
  * build compiles this file to nothing and every NG_FP to the constant 0.
  *
  *   NG_FAILPOINT=NAME:K     fail the K-th hit (1-based) of the failpoint NAME; NAME `*`: the K-th hit of
- *                           any failpoint, all counted together (the walk of tests/t_failpoints.sh)
+ *                           any failpoint, all counted together (the walk of tests/t_failpoints.sh); K 0
+ *                           counts without failing. Hits are counted from the first one after the
+ *                           variable is set (a program may set it once its communicator exists)
  *   NG_FAILPOINT_REPORT=F   at exit, append one line per failpoint hit to F: "NAME HITS" (and
  *                           "fired NAME" for the one that failed), so a test learns how many hits a
  *                           scenario reaches and walks them all
@@ -39,23 +41,37 @@ static void fp_report(void) {
   for (int i = 0; i < fp_n && l < sizeof buf - 128; i++)
     l += (size_t)snprintf(buf + l, sizeof buf - l, "%s %ld\n", fp_tab[i].name, fp_tab[i].hits);
   if (fp_fired) l += (size_t)snprintf(buf + l, sizeof buf - l, "fired %s\n", fp_fired);
+  l += (size_t)snprintf(buf + l, sizeof buf - l, "total %ld\n", fp_total);
   pthread_mutex_unlock(&fp_lock);
   if (write(fd, buf, l) < 0) { /* a test sees the missing lines */ }
   close(fd);
 }
 
-static void fp_init(void) {
-  const char* s = getenv("NG_FAILPOINT");
-  const char* colon = s ? strrchr(s, ':') : NULL;
+/* The arming is read at the hits until the variable appears, so a program arms the failpoints after its
+ * set-up (communicator creation) with setenv, and counts only what follows. */
+static int fp_armed;
+static void fp_arm_locked(const char* s) {
+  const char* colon = strrchr(s, ':');
   if (colon && (size_t)(colon - s) < sizeof fp_name) {
     memcpy(fp_name, s, (size_t)(colon - s));
     fp_name[colon - s] = 0;
     fp_k = strtol(colon + 1, NULL, 10);
   }
-  atexit(fp_report);
+  fp_armed = 1;
 }
+static void fp_init(void) { atexit(fp_report); }
 
 int ng_fp_hit(const char* name) {
+  pthread_mutex_lock(&fp_lock);
+  if (!fp_armed) {
+    const char* s = getenv("NG_FAILPOINT");
+    if (!s) {
+      pthread_mutex_unlock(&fp_lock);
+      return 0;
+    }
+    fp_arm_locked(s);
+  }
+  pthread_mutex_unlock(&fp_lock);
   pthread_once(&fp_once, fp_init);
   pthread_mutex_lock(&fp_lock);
   int i = 0;

@@ -194,13 +194,13 @@ static inline int ng_route_quiet(uintptr_t a) {
   } while (0)
 
 /* Call the real function `fn` with the in-NCCL guard held; `res` receives its result. */
-/* Its failpoint is "nccl.<fn>": the call is skipped and fails with ncclSystemError, except a group's
- * start and end, which are made (NCCL's group depth stays right) and then report ncclSystemError, as a
- * deferred error of NCCL's group end does. */
+/* Its failpoint is "nccl.<fn>": the call is skipped and fails with ncclSystemError, except a group's end,
+ * which is made (NCCL's group ends) and then reports ncclSystemError, as a deferred error of NCCL's group
+ * end does. */
 #define NG_CALL(res, fn, ...)                                                   \
   do {                                                                          \
     __typeof__(&fn) ng_f_ = (__typeof__(&fn))ng_real(NG_ID_##fn);               \
-    int ng_grp_ = NG_ID_##fn == NG_ID_ncclGroupStart || NG_ID_##fn == NG_ID_ncclGroupEnd; \
+    int ng_grp_ = NG_ID_##fn == NG_ID_ncclGroupEnd;                             \
     int ng_fail_ = NG_FP("nccl." #fn);                                          \
     if (!ng_f_) {                                                               \
       (res) = ng_missing(NG_ID_##fn);                                           \

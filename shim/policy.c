@@ -426,12 +426,13 @@ static void phase_register(struct ng_regreq* reqs, int n) {
     NG_CALL(r, ncclGroupStart);
     for (int i = 0; i < n; i++) {
       if (reqs[i].decision != NG_D_REGISTER) continue;
-      ncclResult_t ri = ncclInternalError;
+      ncclResult_t ri = r == ncclSuccess ? ncclInternalError : r;
       if (r == ncclSuccess) NG_CALL(ri, ncclCommWindowRegister, reqs[i].comm, reqs[i].buff, reqs[i].size,
                                     reqs[i].win, reqs[i].flags);
       reqs[i].result = ri;
     }
-    NG_CALL(e, ncclGroupEnd);
+    e = r;
+    if (r == ncclSuccess) NG_CALL(e, ncclGroupEnd); /* only a group that started is ended */
     for (int i = 0; i < n; i++) {
       struct ng_regreq* q = &reqs[i];
       if (q->decision != NG_D_REGISTER) continue;
@@ -487,24 +488,13 @@ static void note_space_full(struct ng_regreq* r) {
 }
 static int degradable_here(const struct ng_regreq* r) { return r->result == ncclInvalidArgument || r->space_full; }
 
-/* NCCL 2.28.3 - 2.30.x end a symmetric registration with a bootstrap barrier that every rank
- * reaches only after all of its own fallible steps (src/dev_runtime.cc, ncclDevrWindowRegisterInGroup:
- * ... symWindowCreate, cudaStreamSynchronize, bootstrapBarrier; read at the release tags): there,
- * success on one rank means success on every rank, and a rank where NCCL failed has peers that failed
- * too or that wait in that barrier until ncclguard's watchdog revokes them. So, for a single
- * registration that every rank's rules send down that path, NO rank runs the outcome round: whether a
- * round runs depends only on what every rank knows alike (the batch size, the agreed vote, the NCCL
- * version, which the round header checks), never on this rank's own result or timing, so no rank can
- * run a round alone that would pair with a peer's next collective. A rank where NCCL failed falls back
- * alone. Everywhere else (2.27, local registration, a batch, other versions) every rank runs it.
- * 2.28.7+ only: the residual case (2.28's rules misjudge the path, NCCL's local registration fails on
- * some ranks only) then gives different outcomes per rank, never a stray round; before 2.28.7 every
- * rank runs the round. */
-static int outcome_by_barrier(const struct ng_regreq* r, int n) {
-  int v = r->rules.version;
-  return n == 1 && r->sym_all && v >= 22807 && v < 23100;
-}
-
+/* Every rank runs the outcome round after NCCL's registration, on every NCCL version. NCCL 2.28.3 -
+ * 2.30.x end a symmetric registration with a bootstrap barrier (src/dev_runtime.cc,
+ * ncclDevrWindowRegisterInGroup), so success there implies success everywhere; but a rank can still fail
+ * on its own after NCCL's part (a failed readiness query, an error NCCL returns before its barrier while
+ * the peers wait in it until their watchdogs revoke): without a round that rank would fall back alone while
+ * its peers keep their windows, two outcomes. The round costs one small all-reduce (tens of us beside
+ * NCCL's milliseconds) and makes the outcome one on every rank. */
 static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, int use_agree) {
   int ngo = 0;
   for (int i = 0; i < n; i++) ngo += reqs[i].decision == NG_D_REGISTER;
@@ -515,11 +505,6 @@ static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, 
     for (int i = 0; i < n; i++)
       if (reqs[i].decision == NG_D_REGISTER && reqs[i].result != ncclSuccess)
         nccl_failed(&reqs[i], reqs[i].result, degradable_here(&reqs[i]), 1);
-    return;
-  }
-  if (outcome_by_barrier(&reqs[0], n)) { /* the same on every rank: no round */
-    if (reqs[0].decision == NG_D_REGISTER && reqs[0].result != ncclSuccess)
-      nccl_failed(&reqs[0], reqs[0].result, degradable_here(&reqs[0]), 1);
     return;
   }
   int nv = 0;
@@ -720,6 +705,23 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
   for (int i = 0; i < n; i++) reqs[i].agree_us = agree_us;
   phase_null_window(reqs, n);
   ncclResult_t ret = ncclSuccess;
+  for (int i = 0; i < n; i++)
+    if (ret == ncclSuccess && reqs[i].result != ncclSuccess) ret = reqs[i].result;
+  /* A batch is one application group, and ncclGroupEnd returns one result: when it is an error, no window
+   * of the group survives (every rank has the same per-registration outcomes, agreed: they roll back alike) */
+  for (int i = 0; n > 1 && ret != ncclSuccess && i < n; i++) {
+    struct ng_regreq* r = &reqs[i];
+    if (r->result != ncclSuccess || (r->decision != NG_D_REGISTER && r->decision != NG_D_REUSE)) continue;
+    if (r->decision == NG_D_REGISTER && *r->win && ng_reg_comm_usable(r->comm, r->cv.gen)) {
+      ncclResult_t d;
+      NG_CALL(d, ncclCommWindowDeregister, r->comm, *r->win);
+      (void)d;
+    }
+    r->decision = NG_D_ERROR;
+    r->result = ret;
+    r->local_reason = r->agreed_reason = NG_R_GROUP_ROLLBACK;
+  }
+  ret = ncclSuccess;
   for (int i = 0; i < n; i++) {
     /* an error never leaves *win set: a window NCCL wrote and ncclguard deregistered again would be
      * deregistered a second time by the application's cleanup */

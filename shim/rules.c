@@ -112,7 +112,7 @@ _Static_assert(offsetof(struct ng_nccl_props, deviceApiSupport) == 32, "ncclComm
 static int query_sym(ncclComm_t comm, int version) {
   typedef ncclResult_t (*q_t)(ncclComm_t, struct ng_nccl_props*);
   q_t q = (q_t)ng_real(NG_ID_ncclCommQueryProperties);
-  if (!q) return -1;
+  if (!q || NG_FP("nccl.ncclCommQueryProperties")) return -1; /* unknown: voted, never degrades */
   struct ng_nccl_props p;
   memset(&p, 0, sizeof p);
   p.size = sizeof p;

@@ -61,6 +61,14 @@ static void abort_job(struct fn_op *op)
  * may be outstanding), complete them, post the next ones. All ranks queue the same ops in the same
  * order, so the generations line up; a thread driving several ranks posts for all of them before
  * completing any. Any number of registrations fits in one group (NCCL: 65 of 65 measured). */
+/* The first registration of op's communicator before op in this group that failed, or NULL. */
+static struct fn_op *reg_failed_before(struct fn_op *list, struct fn_op *op)
+{
+  for (struct fn_op *o = list; o && o != op; o = o->next)
+    if (o->on_simulate && o->comm == op->comm && o->failed) return o;
+  return NULL;
+}
+
 ncclResult_t fn_run_now(struct fn_op *list)
 {
   enum { K = FN_XSLOTS / 2 };
@@ -104,6 +112,15 @@ ncclResult_t fn_run_now(struct fn_op *list)
         if (op->posted != 1) continue;
         op->posted = 2; /* done */
         if (op->failed || s >= op->nstages) continue;
+        if (op->on_simulate && fn_version() >= 22800 && reg_failed_before(list, op)) {
+          /* NCCL 2.28+ registers a communicator's windows of one group in one job, one after the other,
+           * and the first failure ends the job (ncclCommGroupRegisterSymmetric, src/group.cc:
+           * NCCLCHECKGOTO(ncclDevrWindowRegisterInGroup(...), ret, fail) in the loop over regTaskQueue):
+           * the later ones are never exchanged (a revoke that ended the first exchange would not end theirs) */
+          op->failed = 1;
+          op->res = reg_failed_before(list, op)->res;
+          continue;
+        }
         if (jobs > 1 && op->on_simulate && jobs_failed(list)) { abort_job(op); continue; }
         ncclResult_t r = op->stage(op, s, 1);
         if (r != ncclSuccess) { op->failed = 1; op->res = r; }

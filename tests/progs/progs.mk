@@ -11,7 +11,7 @@ PROGS_HDR := $(wildcard $(PROGS_SRCDIR)/*.h)
 PROGS_COMMON := $(PROGS_SRCDIR)/common.c
 NGTEST_SRC := $(addprefix $(PROGS_SRCDIR)/,ngtest.c launch.c scenario.c common.c)
 PROGS_NAMES := ngtest libconsumer.so dlopen_local fork_after soak bench devcomm_then_bad preflight_cases faults two_nccl \
-  wrongdata manycomm explore repeat dlsym_handle libnextprobe.so \
+  wrongdata manycomm explore failwalk repeat dlsym_handle libnextprobe.so \
   libnotready.so cpubench
 PROGS_CFLAGS = $(ALL_CFLAGS) -I$(PROGS_SRCDIR) $(if $(NCCL_INCLUDE),-I$(NCCL_INCLUDE)) $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE))
 
@@ -67,6 +67,10 @@ $(1)/explore: $(PROGS_SRCDIR)/explore.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
 	@mkdir -p $$(@D)
 	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
 	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/explore.c $(PROGS_COMMON) $(2) -ldl -lpthread
+$(1)/failwalk: $(PROGS_SRCDIR)/failwalk.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
+	@mkdir -p $$(@D)
+	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
+	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/failwalk.c $(PROGS_COMMON) $(2) -ldl -lpthread
 $(1)/manycomm: $(PROGS_SRCDIR)/manycomm.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
 	@mkdir -p $$(@D)
 	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)

@@ -377,23 +377,20 @@ static ncclResult_t pr_rank2_not_vmm(const char* what, struct ng_vote* v, int n)
 static void t_register_normal(int arg) {
   can_revoke = arg != 0;
   /* arg 2: NCCL's registration took more than half of NCCLGUARD_TIMEOUT here (a tiny timeout makes
-   * any registration that slow): still no outcome round on the barrier path (whether a round runs
-   * never depends on a rank's own timing: a slow rank alone in a round would pair with its peers'
-   * next collective, issue 19) */
+   * any registration that slow): the same rounds (whether a round runs never depends on a rank's own
+   * timing: a slow rank alone in a round would pair with its peers' next collective) */
   if (arg == 2) ng_cfg.timeout_s = 1e-7;
   win = NULL;
   struct ng_regreq r = req(vbuf, 1u << 20, &win);
   CHECK_INT(register_one_req(&r), ncclSuccess, "ng_policy_register");
   decision_is(&r, NG_D_REGISTER, ncclSuccess, NG_R_OK, NG_R_OK);
   CHECK(win != NULL, "no window from NCCL");
-  /* 2.28.7 - 2.30.x, symmetric path: NCCL's own final barrier tells every rank that NCCL succeeded
-   * everywhere, so no rank runs an outcome round, however long NCCL took; 2.27, 2.28.3: it does */
-  int v = ng_nccl_version(), barrier = v >= 22807 && v < 23100;
+  /* every version, every path: the vote, the go round without revoke, the outcome round */
   char want[96];
-  snprintf(want, sizeof want, "registration%s%s", arg ? "" : ",registration go", barrier ? "" : ",registration outcome");
+  snprintf(want, sizeof want, "registration%s,registration outcome", arg ? "" : ",registration go");
   CHECK_STR(round_list(), want, "rounds");
   CHECK_INT(rounds[0].sent[0].v[NG_VOTE_FIRST_BAD], 0, "vote: FIRST_BAD of a clean rank");
-  if (!barrier) CHECK_INT(rounds[nrounds - 1].sent[0].v[NG_VOTE_FAILED], 0, "outcome vote of a rank where NCCL succeeded");
+  CHECK_INT(rounds[nrounds - 1].sent[0].v[NG_VOTE_FAILED], 0, "outcome vote of a rank where NCCL succeeded");
   CHECK_INT(watches_armed, 1, "watchdogs armed around NCCL's registration");
   CHECK(log_has("fn=ncclCommWindowRegister", "cid=0000000000000c1d", "rank=1", "nranks=4", "decision=register reason=ok",
                 (char*)NULL), "no 'decision=register reason=ok' line in %s", logpath);
@@ -558,10 +555,10 @@ static void t_outcome_local_failure(int arg) {
   win = NULL;
   struct ng_regreq r = req((char*)buf + off, 64u << 10, &win);
   ncclResult_t res = register_one_req(&r);
-  /* 2.28.9, symmetric path: NCCL's final barrier means the peers failed too or wait in it until the
-   * watchdog revokes them; no rank runs the outcome round (a round this rank ran alone would pair with
-   * its peers' next collective): this rank falls back on its own result */
-  CHECK_STR(round_list(), "registration", "rounds");
+  /* every rank runs the outcome round, also on 2.28.9's symmetric path: this rank's failure is voted,
+   * and its peers (whose NCCL succeeded) deregister and fall back with it */
+  CHECK_STR(round_list(), "registration,registration outcome", "rounds");
+  CHECK(rounds[nrounds - 1].sent[0].v[NG_VOTE_FAILED] != 0, "the outcome vote carries this rank's failure");
   if (!arg) {
     CHECK_INT(res, ncclSuccess, "ng_policy_register");
     decision_is(&r, NG_D_DEGRADE, ncclSuccess, NG_R_NCCL_ERROR, NG_R_NCCL_ERROR);
@@ -663,16 +660,54 @@ static void t_warmup(int arg) {
   ncclResult_t res = register_one_req(&r);
   CHECK(view().warmed, "the communicator is not marked warmed");
   if (arg == 0) {
-    CHECK_STR(round_list(), "registration", "rounds (2.28.9: no outcome round after a success)");
+    CHECK_STR(round_list(), "registration,registration outcome", "rounds (the outcome round after a success too)");
     CHECK_INT(res, ncclSuccess, "ng_policy_register");
   } else if (arg == 1) {
-    CHECK_STR(round_list(), "warm-up,registration", "rounds (2.28.9: no outcome round after a success)");
+    CHECK_STR(round_list(), "warm-up,registration,registration outcome", "rounds (the outcome round after a success too)");
     CHECK_INT(res, ncclSuccess, "ng_policy_register");
   } else {
     CHECK_STR(round_list(), "warm-up", "rounds");
     CHECK_INT(res, ncclSystemError, "ng_policy_register");
     decision_is(&r, NG_D_ERROR, ncclSystemError, NG_R_TIMEOUT, NG_R_TIMEOUT);
   }
+}
+
+/* A communicator's identity is its registry entry's generation: a new communicator at the address of a
+ * destroyed one is another entry, and what a round, the watchdog or a stuck launch of the old one does
+ * later (release its resources, mark it stuck or broken, count a call in flight) never reaches the new
+ * one. The registry alone, with an address of our own (NCCL reusing the old one's memory). */
+static void t_generation(int arg) {
+  (void)arg;
+  ncclComm_t x = (ncclComm_t)(uintptr_t)0x7e57000;
+  CHECK_INT(ng_reg_comm_add(x, 0xa, 0, 0, 2, 0, 1, NG_COMM_READY), 0, "add");
+  struct ng_agree_res old, got;
+  uint64_t g_old = 0, g_new = 0;
+  CHECK_INT(ng_reg_res_acquire(x, &old, &g_old), 0, "the old round takes the (empty) resources");
+  old.s = (ng_stream)(uintptr_t)0x51, old.cap = 1; /* (never used as a stream: the pool only keeps it) */
+  ng_reg_comm_tombstone(x, NG_COMM_ABORTED); /* aborted during its round */
+  CHECK_INT(ng_reg_comm_add(x, 0xb, 0, 0, 2, 0, 1, NG_COMM_READY), 0, "a new communicator at the same address");
+  struct ng_commview v;
+  ng_reg_comm_get(x, &v);
+  CHECK(v.gen != g_old && v.gen != 0, "the new entry has a generation of its own (%llu, old %llu)",
+        (unsigned long long)v.gen, (unsigned long long)g_old);
+  CHECK_INT(ng_reg_res_acquire(x, &got, &g_new), 0, "the new communicator's round takes its resources");
+  /* the old round ends now: its resources go to the pool, the new round keeps its own */
+  ng_reg_res_release(x, g_old, 0, &old);
+  struct ng_agree_res third;
+  uint64_t g3;
+  CHECK_INT(ng_reg_res_acquire(x, &third, &g3), -1, "the new round's resources are still held by it");
+  ng_reg_comm_stuck(x, g_old, +1);
+  CHECK_INT(ng_reg_comm_set_broken(x, g_old, NG_R_TIMEOUT), 0, "the old generation's give-up");
+  CHECK_INT(ng_reg_comm_enter(x, g_old), 0, "a call of the old generation in flight");
+  CHECK_INT(ng_reg_comm_usable(x, g_old), 0, "the old generation is not usable");
+  CHECK_INT(ng_reg_comm_usable(x, g_new), 1, "the new one is");
+  ng_reg_comm_get(x, &v);
+  CHECK(!v.stuck && !v.broken, "the new communicator was marked by the old one's round (stuck %d, broken %d)", v.stuck,
+        v.broken);
+  ng_reg_res_release(x, g_new, 0, &got);
+  struct ng_agree_res pooled;
+  CHECK_INT(ng_reg_pool_take(0, &pooled), 1, "the old round's resources are in the pool");
+  CHECK(pooled.s == old.s, "the pool holds the old round's stream");
 }
 
 /* NCCL's own NULL window (2.29+ without symmetric support): arg 0 warn, 1 NCCLGUARD_NULL_WINDOW=error */
@@ -716,7 +751,8 @@ static const struct tcase cases[] = {
     {"register-normal-revoke", t_register_normal, 1, 22809, NULL},
     {"register-normal-go-round-without-revoke", t_register_normal, 0, 22809, NULL},
     {"register-normal-2.27-outcome-round", t_register_normal, 1, 22703, NULL},
-    {"register-normal-2.30-no-outcome-round", t_register_normal, 1, 23007, NULL},
+    {"register-normal-2.30-outcome-round", t_register_normal, 1, 23007, NULL},
+    {"registry-generation", t_generation, 0, 22809, NULL},
     {"register-normal-slow-nccl-outcome-round", t_register_normal, 2, 22809, NULL},
     {"register-peer-fact-degrades", t_register_peer_fact, 1, 22809, NULL},
     {"register-peer-fact-no-go-round", t_register_peer_fact, 0, 22809, NULL},

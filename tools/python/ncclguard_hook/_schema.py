@@ -78,6 +78,7 @@ REASONS = (
     ("settings_mismatch", "WARN", "lib"),
     ("sym_space_full", "WARN", "lib"),
     ("group_failed", "WARN", "lib"),
+    ("group_rollback", "WARN", "lib"),
     ("shared_window", "INFO", "lib"),
     ("lazy_comm", "INFO", "hook"),
     ("warmup_no_comm", "WARN", "hook"),

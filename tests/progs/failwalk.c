@@ -1,0 +1,316 @@
+/* failwalk: exhaustive failure injection, as SQLite walks its mallocs. For one scenario on N ranks (one
+ * process each, fork), every fallible step ncclguard takes on one rank (a failpoint: host allocation,
+ * thread, CUDA driver call, NCCL call; shim/failpoint.c, a library built with `make FAILPOINTS=1`) is
+ * failed in turn: a counting run learns how many failpoint hits the scenario makes on that rank after its
+ * communicator exists (NG_FAILPOINT=*:0), then case k fails the k-th hit, for every k, on every rank.
+ * Each case checks, on every rank:
+ *   - no wrong data: the application's all-reduce after the registration is correct, an error, or (only
+ *     where some rank's registration failed) did not complete within its wait;
+ *   - one outcome: the ranks' registrations all registered, all degraded, or all failed; or the
+ *     application's all-reduce fails on every rank (the communicator was stopped everywhere); or the
+ *     residual case of the last round ("split", counted apart): a rank failed after the last round
+ *     reached its peers, gave its communicator up (its all-reduce fails), and the peers' all-reduce
+ *     is correct or never completes (a hang, never wrong data) - no further round can tell them;
+ *   - an error leaves *win NULL; no rank crashes or exits early; each registration returns within the
+ *     bound (3 NCCLGUARD_TIMEOUT plus the grace of a first round, plus 2 s of slack);
+ *   - nothing left behind: after the communicator is destroyed (or aborted, after an error) the process
+ *     has at most one thread more than after the clean counting run (the fake runs each stream as a
+ *     thread: one agreement stream whose round timed out is kept with its work, by design);
+ * and the fakes' collective-matching checker (FAKE_NCCL_MISMATCH_FILE) sees every collective.
+ *
+ *   failwalk -s SCENARIO [-n RANKS] [--timeout-ms T] [--jobs P] [--rank R] [--k K] [-v]
+ * SCENARIO: one (a registration on a warm communicator), cold (the registration is the communicator's
+ * first operation), group (two registrations in one group), nonblocking (config.blocking = 0, registered
+ * right after init), dereg (register, then deregister), appgroup (the group {application all-reduce;
+ * registration} where the all-reduce of the rank under test has an invalid operation: NCCL drops that
+ * rank's group only; walked like the others, its k = 0 case being the application error alone).
+ * --rank/--k: one case only. Prints one line per violation and
+ *   "failwalk: RESULT scenario=S ranks=N cases=C violations=V mismatch-free=... max_hits=H"
+ * Exit 1 on any violation. Against the fakes only (FAKE_NCCL_VERSION picks the NCCL modelled). */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define COUNT 256
+#define MAXR 8
+enum { C_REG, C_NULL, C_ERR };
+struct rankres {
+  volatile int done;
+  int reg;       /* C_REG / C_NULL / C_ERR (the first registration of the scenario) */
+  int rc;        /* its ncclResult_t */
+  int stale_win; /* an error left *win set */
+  double reg_us;
+  char ar[8];    /* the application's all-reduce: ok / error / hang / wrong */
+  int threads_before, threads_after;
+};
+struct shared {
+  volatile int ready;
+  ncclUniqueId id;
+  struct rankres r[MAXR];
+};
+static const char* scen = "one";
+static int nranks = 2, timeout_ms = 400, jobs = 3, verbose;
+static char repdir[256];
+static int last_threads;
+static int base_threads = -1; /* threads after the clean counting run (the fake runs a stream as a thread: the
+                                 agreement's pooled stream, the watchdog): a case may leave one more (a
+                                 stream with a round's work still queued is kept, by design) */
+
+static int threads(void) {
+  DIR* d = opendir("/proc/self/task");
+  int n = 0;
+  if (!d) return -1;
+  for (struct dirent* e; (e = readdir(d));) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+static int run_rank(struct shared* sh, int rank, int victim, long k, int cid) {
+  char b[64];
+  snprintf(b, sizeof b, "%g", timeout_ms / 1000.0);
+  setenv("NCCLGUARD_TIMEOUT", b, 1);
+  int ndev = 1;
+  cudaGetDeviceCount(&ndev);
+  cudaSetDevice(rank % (ndev > 0 ? ndev : 1));
+  struct rankres* me = &sh->r[rank];
+  me->threads_before = threads();
+  if (rank == 0) {
+    ncclGetUniqueId(&sh->id);
+    __atomic_store_n(&sh->ready, 1, __ATOMIC_RELEASE);
+  } else {
+    while (!__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE)) usleep(100);
+  }
+  ncclComm_t c = NULL;
+  ncclResult_t r;
+  int nonblocking = !strcmp(scen, "nonblocking");
+  if (nonblocking) {
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    r = ncclCommInitRankConfig(&c, nranks, sh->id, rank, &cfg);
+    if (r == ncclInProgress) r = ncclSuccess;
+  } else {
+    r = ncclCommInitRank(&c, nranks, sh->id, rank);
+  }
+  if (r != ncclSuccess) {
+    ng_say("failwalk: VIOLATION case=%d rank=%d: ncclCommInitRank %s", cid, rank, ng_rc_name(r));
+    return 3;
+  }
+  float* d = NULL;
+  cudaMalloc((void**)&d, COUNT * sizeof(float));
+  void* vmm = NULL;
+  ncclMemAlloc(&vmm, 4 << 20);
+  int warm = strcmp(scen, "cold") && !nonblocking;
+  if (warm && strcmp(ng_app_allreduce(c, d, COUNT, rank, nranks, 10000), "ok")) {
+    ng_say("failwalk: VIOLATION case=%d rank=%d: the warm-up all-reduce failed", cid, rank);
+    return 3;
+  }
+  /* armed from here: the walk covers what ncclguard does for the scenario, not the set-up */
+  if (rank == victim && k >= 0) {
+    char fp[32], rep[300];
+    snprintf(fp, sizeof fp, "*:%ld", k);
+    snprintf(rep, sizeof rep, "%s/c%d.r%d", repdir, cid, rank);
+    setenv("NG_FAILPOINT_REPORT", rep, 1);
+    setenv("NG_FAILPOINT", fp, 1);
+  }
+  ncclWindow_t sentinel = (ncclWindow_t)(uintptr_t)0x5a5a5a5a;
+  ncclWindow_t w[2] = {sentinel, sentinel};
+  ncclResult_t r2 = ncclSuccess;
+  double t0 = ng_now_us();
+  if ((!strcmp(scen, "group") || !strcmp(scen, "appgroup")) && (r = ncclGroupStart()) != ncclSuccess) {
+    /* (the application's group could not start: it registers nothing) */
+  } else if (!strcmp(scen, "group") || !strcmp(scen, "appgroup")) {
+    if (!strcmp(scen, "appgroup")) {
+      ncclRedOp_t op = rank == victim ? (ncclRedOp_t)99 : ncclSum; /* invalid on the rank under test */
+      ncclAllReduce(d, d, COUNT, ncclFloat, op, c, NULL);
+    }
+    r = ncclCommWindowRegister(c, vmm, 1 << 21, &w[0], NCCL_WIN_COLL_SYMMETRIC);
+    if (!strcmp(scen, "group"))
+      r2 = ncclCommWindowRegister(c, (char*)vmm + (2 << 20), 1 << 21, &w[1], NCCL_WIN_COLL_SYMMETRIC);
+    ncclResult_t e = ncclGroupEnd();
+    if (r == ncclSuccess) r = e;
+    if (r2 == ncclSuccess) r2 = e;
+    if (!strcmp(scen, "appgroup")) cudaStreamSynchronize(NULL);
+  } else {
+    r = ncclCommWindowRegister(c, vmm, 1 << 21, &w[0], NCCL_WIN_COLL_SYMMETRIC);
+  }
+  me->reg_us = ng_now_us() - t0;
+  me->rc = r;
+  me->reg = r != ncclSuccess ? C_ERR : w[0] ? C_REG : C_NULL;
+  me->stale_win = (r != ncclSuccess && w[0] != NULL) || (r2 != ncclSuccess && w[1] != NULL && w[1] != sentinel);
+  int failed = r != ncclSuccess || r2 != ncclSuccess;
+  if (!strcmp(scen, "dereg") && !failed && w[0]) {
+    ncclResult_t dr = ncclCommWindowDeregister(c, w[0]);
+    w[0] = NULL;
+    if (dr != ncclSuccess) failed = 1, me->rc = dr, me->reg = C_ERR;
+  }
+  const char* ar = ng_app_allreduce(c, d, COUNT, rank, nranks, timeout_ms + 500);
+  snprintf(me->ar, sizeof me->ar, "%s", ar);
+  for (int i = 0; i < 2; i++)
+    if (!failed && w[i] && w[i] != sentinel) ncclCommWindowDeregister(c, w[i]);
+  ncclResult_t er = failed || strcmp(ar, "ok") ? ncclCommAbort(c) : ncclCommDestroy(c);
+  (void)er;
+  me->threads_after = threads();
+  me->done = 1;
+  exit(0); /* (exit, not _exit: the failpoint report is written at exit) */
+}
+
+/* One case: N ranks, failpoint k armed on `victim` (k = 0: count only; -1: none). Returns the hits the
+ * victim made (from its report) or -1, and adds to *viol. */
+static long run_case(int victim, long k, int cid, int* viol, int* fired, int* split) {
+  struct shared* sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (sh == MAP_FAILED) return -1;
+  memset((void*)sh, 0, sizeof *sh);
+  pid_t pid[MAXR];
+  for (int r = 0; r < nranks; r++) {
+    pid[r] = fork();
+    if (pid[r] == 0) _exit(run_rank(sh, r, victim, k, cid));
+  }
+  int bad = 0;
+  *split = 0;
+  char why[512] = "";
+  for (int r = 0; r < nranks; r++) {
+    int st;
+    waitpid(pid[r], &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) || !sh->r[r].done) {
+      bad++;
+      snprintf(why + strlen(why), sizeof why - strlen(why), " rank %d ended with %s %d;", r,
+               WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    }
+  }
+  if (!bad) {
+    int same = 1, all_err_ar = 1, some_err = 0, residual = 1;
+    double bound = 3 * timeout_ms * 1e3 + (timeout_ms * 250 < 1e6 ? 1e6 : timeout_ms * 250.0) + 2e6;
+    for (int r = 0; r < nranks; r++) {
+      struct rankres* x = &sh->r[r];
+      same &= x->reg == sh->r[0].reg;
+      all_err_ar &= !strcmp(x->ar, "error");
+      some_err |= x->reg == C_ERR;
+      residual &= x->reg == C_ERR ? !strcmp(x->ar, "error") : !strcmp(x->ar, "ok") || !strcmp(x->ar, "hang");
+    }
+    if (!same && !all_err_ar && residual) *split = 1;
+    for (int r = 0; r < nranks; r++) {
+      struct rankres* x = &sh->r[r];
+      const char* v = NULL;
+      if (!strcmp(x->ar, "wrong")) v = "wrong data";
+      else if (!strcmp(x->ar, "hang") && !some_err) v = "the all-reduce did not complete after a clean registration";
+      else if (x->stale_win) v = "an error left *win set";
+      else if (x->reg_us > bound) v = "the registration overran its bound";
+      else if (!same && !all_err_ar && !residual) v = "the ranks ended with different outcomes";
+      else if (base_threads >= 0 && x->threads_after > base_threads + 2) v = "threads left behind";
+      if (v) {
+        bad++;
+        snprintf(why + strlen(why), sizeof why - strlen(why), " rank %d: %s;", r, v);
+      }
+    }
+  }
+  long hits = -1;
+  *fired = 0;
+  char rep[300], line[200];
+  snprintf(rep, sizeof rep, "%s/c%d.r%d", repdir, cid, victim);
+  FILE* f = fopen(rep, "r");
+  char fname[128] = "";
+  if (f) {
+    while (fgets(line, sizeof line, f)) {
+      if (!strncmp(line, "total ", 6)) hits = atol(line + 6);
+      if (!strncmp(line, "fired ", 6)) *fired = 1, sscanf(line + 6, "%127s", fname);
+    }
+    fclose(f);
+    unlink(rep);
+  }
+  if (bad || verbose || (*split && getenv("FAILWALK_SHOW_SPLIT"))) {
+    char rs[400] = "";
+    for (int r = 0; r < nranks; r++)
+      snprintf(rs + strlen(rs), sizeof rs - strlen(rs), " r%d=%s/%s/%.0fms/threads%d->%d", r, ng_rc_name(sh->r[r].rc),
+               sh->r[r].ar, sh->r[r].reg_us / 1e3, sh->r[r].threads_before, sh->r[r].threads_after);
+    ng_say("failwalk: %s scenario=%s rank=%d k=%ld hits=%ld fp=%s pid0=%d:%s%s", bad ? "VIOLATION" : *split ? "split" : "case",
+           scen, victim, k, hits, fname[0] ? fname : "-", (int)pid[0], rs, why);
+  }
+  *viol += bad > 0;
+  last_threads = 0;
+  for (int r = 0; r < nranks; r++)
+    if (sh->r[r].threads_after > last_threads) last_threads = sh->r[r].threads_after;
+  munmap(sh, sizeof *sh);
+  return hits;
+}
+
+int main(int argc, char** argv) {
+  int only_rank = -1;
+  long only_k = -1;
+  for (int i = 1; i < argc; i++) {
+    const char* a = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-v")) verbose = 1;
+    else if (!v) return 2;
+    else if (!strcmp(a, "-s")) scen = v, i++;
+    else if (!strcmp(a, "-n")) nranks = atoi(v), i++;
+    else if (!strcmp(a, "--timeout-ms")) timeout_ms = atoi(v), i++;
+    else if (!strcmp(a, "--jobs")) jobs = atoi(v), i++;
+    else if (!strcmp(a, "--rank")) only_rank = atoi(v), i++;
+    else if (!strcmp(a, "--k")) only_k = atol(v), i++;
+    else return 2;
+  }
+  if (nranks < 2 || nranks > MAXR || jobs < 1) {
+    fprintf(stderr, "failwalk: -n 2..%d, --jobs 1+\n", MAXR);
+    return 2;
+  }
+  snprintf(repdir, sizeof repdir, "%s/failwalk.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  if (!mkdtemp(repdir)) return 2;
+  int viol = 0, cases = 0, fired, splits = 0, split = 0;
+  long max_hits = 0;
+  int cid = 0;
+  for (int victim = 0; victim < nranks; victim++) {
+    if (only_rank >= 0 && victim != only_rank) continue;
+    if (only_k >= 0) {
+      run_case(victim, only_k, cid++, &viol, &fired, &split);
+      splits += split;
+      cases++;
+      continue;
+    }
+    base_threads = -1;
+    long hits = run_case(victim, 0, cid++, &viol, &fired, &split); /* counting run: k = 0 fails nothing */
+    splits += split;
+    base_threads = last_threads;
+    cases++;
+    if (hits < 0) {
+      ng_say("failwalk: VIOLATION scenario=%s rank=%d: no failpoint report (not a FAILPOINTS=1 build?)", scen, victim);
+      viol++;
+      continue;
+    }
+    if (hits > max_hits) max_hits = hits;
+    /* k = 1 .. hits, P cases at a time; a case whose k was not reached (a poll ran fewer times) ends the walk */
+    long reach = hits;
+    for (long k = 1; k <= reach;) {
+      int n = 0;
+      pid_t kids[64];
+      for (; n < jobs && n < 64 && k <= reach; n++, k++) {
+        kids[n] = fork();
+        if (kids[n] == 0) {
+          int v = 0, f = 0, sp = 0;
+          run_case(victim, k, cid + n, &v, &f, &sp);
+          _exit(v ? 1 : sp ? 3 : 0);
+        }
+      }
+      cid += n;
+      for (int j = 0; j < n; j++) {
+        int st;
+        waitpid(kids[j], &st, 0);
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 3) splits++;
+        else if (!WIFEXITED(st) || WEXITSTATUS(st)) viol++;
+        cases++;
+      }
+    }
+  }
+  rmdir(repdir);
+  ng_say("failwalk: RESULT scenario=%s ranks=%d cases=%d violations=%d split=%d max_hits=%ld", scen, nranks, cases,
+         viol, splits, max_hits);
+  return viol ? 1 : 0;
+}

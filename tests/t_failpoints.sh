@@ -1,0 +1,66 @@
+# Every failure point (shim/failpoint.c): each fallible step ncclguard takes goes through a named failpoint
+# (coverage, from the source), a release build has none of them, and failing each one in turn, on every rank,
+# in each scenario and on each NCCL the fakes model, ends with no wrong data, one outcome on every rank (or
+# the communicator stopped), *win NULL on every error, every call within its bound and nothing left behind
+# (tests/progs/failwalk.c). The fakes' collective-matching checker sees every collective of the walk.
+. "$NG_ROOT/tests/lib.sh"
+S=$NG_ROOT/shim
+
+# 1. coverage: no host allocation, thread or CUDA driver call in shim/ outside its failpoint; NCCL calls go
+# through NG_CALL (its failpoint is inside). Each exception is listed here with its reason.
+bad=$(grep -nE '\b(malloc|calloc|realloc|strdup|strndup|aligned_alloc|posix_memalign|pthread_create)[[:space:]]*\(' \
+        "$S"/*.c "$S"/*.h | grep -v '^[^:]*:[0-9]*:[[:space:]]*\(/\*\|\*\)' \
+      | grep -vE 'guard\.h:[0-9]+:.*return NG_FP\(fp\) \? NULL : (calloc|realloc)\(' \
+      | grep -vE 'thread\.c:[0-9]+:.*int e = pthread_create\(' \
+      | grep -vE 'failpoint\.c:')
+# CUDA: every driver call in GUARDED (failpoint "cuda.<fn>"), except those of ng_cuda_push (its failpoint
+# "cuda.push" fails the whole step), ng_cuda_pop (restores the caller's context; its result is not used),
+# and cuInit (the driver's resolution, once per process, before any registration)
+cu_bad=$(grep -nE 'cu\.cu[A-Za-z]+\(' "$S/cudrv.c" | grep -v GUARDED \
+         | grep -vE 'cu\.cuInit\(0\)|cu\.cuCtxGetCurrent\((saved|&cur)\)|cu\.cuCtxGetDevice\(&cur\)|cu\.cuDeviceGet\(&d, dev\) && !cu\.cuDevicePrimaryCtxRetain|cu\.cuCtxSetCurrent\((ctx|saved)\)')
+# NCCL: a function taken from the table and called by hand, outside NG_CALL, only where listed:
+# ng_last_error (a string for the log, never fails) and rules.c's query (its own failpoint)
+nccl_bad=$(grep -nE '= \((__typeof__|q_t)[^)]*\)ng_real\(' "$S"/*.c | grep -vE 'real\.c:.*ncclGetLastError|rules\.c:.*ncclCommQueryProperties')
+grep -q 'NG_FP("nccl.ncclCommQueryProperties")' "$S/rules.c" || nccl_bad="$nccl_bad rules.c: the query has no failpoint"
+n_alloc=$(grep -oE 'ng_(calloc|realloc)\("[a-z_.]+"' "$S"/*.c | sort -u | wc -l)
+n_fp=$(grep -oE 'NG_FP\("[a-z_.A-Za-z]+"\)' "$S"/*.c | sort -u | wc -l)
+n_cuda=$(grep -cE 'GUARDED\([A-Za-z]+,' "$S/cudrv.c")
+n_nccl=$(grep -ohE 'NG_CALL\([a-z_]+, *nccl[A-Za-z]+' "$S"/*.c | sed 's/.*, *//' | sort -u | wc -l)
+if [ -z "$bad$cu_bad$nccl_bad" ]; then
+  pass "every-fallible-call-a-failpoint ($n_alloc host allocations, $n_fp other named points, $n_cuda CUDA driver call sites, $n_nccl NCCL functions through NG_CALL)"
+else
+  fail every-fallible-call-a-failpoint "outside a failpoint: $(echo "$bad $cu_bad $nccl_bad" | head -5 | tr '\n' ' ')"
+fi
+
+# 2. a release build has no failpoint: no arming code, no failpoint names (NG_FP is the constant 0)
+if ! nm -D --defined-only "$SHIM" 2>/dev/null | grep -q ng_fp_hit && ! strings "$SHIM" | grep -qE '^(agree\.staging|policy\.votes|registry\.hash|nccl\.ncclCommRevoke|cuda\.cuStreamQuery)$' \
+   && ! nm "$SHIM" 2>/dev/null | grep -q ng_fp_hit; then
+  pass release-build-has-no-failpoints
+else
+  fail release-build-has-no-failpoints "ng_fp_hit or failpoint names found in $SHIM"
+fi
+
+# 3. the walk: the test build (make FAILPOINTS=1) of the library, the plain build's fakes and programs.
+# Plain variant only (the sanitizer variants run the same code paths in t_safety's exploration).
+if [ "${NG_VARIANT:-plain}" != plain ]; then
+  echo "# skip failwalk: plain variant only"
+  exit 0
+fi
+FPB="$NG_ROOT/build-fp"
+if ! make -C "$NG_ROOT" -s BUILD="$FPB" FAILPOINTS=1 lib >"$T/fpbuild.log" 2>&1; then
+  fail failpoint-build "$(tail -3 "$T/fpbuild.log")"
+  exit 0
+fi
+total=0; splits=0
+for v in 22707 22809 22907 23007; do
+  for s in one cold group nonblocking dereg appgroup; do
+    out=$(NCCLGUARD_LOG=off FAKE_NCCL_VERSION=$v LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="$FPB/libncclguard.so" \
+          timeout -k 2 900 "$PROGS/failwalk" -s $s -n 2 --timeout-ms 400 --jobs 3 2>&1); rc=$?
+    r=$(echo "$out" | grep 'failwalk: RESULT' | sed 's/.*RESULT //')
+    c=$(echo "$r" | sed -n 's/.*cases=\([0-9]*\).*/\1/p'); total=$((total + ${c:-0}))
+    sp=$(echo "$r" | sed -n 's/.*split=\([0-9]*\).*/\1/p'); splits=$((splits + ${sp:-0}))
+    [ $rc = 0 ] && echo "$r" | grep -q 'violations=0' && [ "${c:-0}" -gt 5 ] && pass "failwalk-$s-$v ($r)" \
+      || fail "failwalk-$s-$v" "rc=$rc $r $(echo "$out" | grep VIOLATION | head -3 | cut -c1-400 | tr '\n' ' ')"
+  done
+done
+echo "# failwalk: $total cases (failpoint hit x rank x scenario x NCCL version), $splits residual splits of the last round"
