@@ -117,13 +117,21 @@ static void revoke_comm(ncclComm_t comm, uint64_t gen, int dev, const char* why)
    * run the round this rank leaves. */
   if (known && !ng_reg_comm_enter(comm, v.gen)) return;
   if (known) ng_reg_comm_set_state(comm, NG_COMM_REVOKED); /* first: the other of two givers-up sees it */
+  /* the revoke is what keeps a peer's round from pairing with this rank's next collective: a failed one is
+   * tried again (twice; NCCL answers a revoke that did take effect with ncclInvalidArgument, harmless) */
   ncclResult_t r;
   NG_CALL(r, ncclCommRevoke, comm, 0);
-  if (known && r == ncclSuccess) ng_reg_comm_guard_revoked(comm, v.gen);
+  for (int again = 0; again < 2 && r != ncclSuccess && r != ncclInProgress; again++) NG_CALL(r, ncclCommRevoke, comm, 0);
+  if (known && (r == ncclSuccess || r == ncclInProgress)) ng_reg_comm_guard_revoked(comm, v.gen);
   if (known) ng_reg_comm_leave(comm, v.gen);
-  ng_log_msg(NG_LOG_WARN, dev, "agree", "communicator %p revoked by ncclguard (%s): %s; its pending operations are "
-             "stopped and its collectives now fail. Abort it (ncclCommAbort) and create a new one", (void*)comm, why,
-             ng_result_name(r));
+  if (r != ncclSuccess && r != ncclInProgress)
+    ng_log_msg(NG_LOG_WARN, dev, "agree", "communicator %p could not be revoked by ncclguard (%s): %s %s. Abort it on "
+               "every rank (ncclCommAbort) before any other collective on it", (void*)comm, why, ng_result_name(r),
+               ng_last_error(comm));
+  else
+    ng_log_msg(NG_LOG_WARN, dev, "agree", "communicator %p revoked by ncclguard (%s): %s; its pending operations are "
+               "stopped and its collectives now fail. Abort it (ncclCommAbort) and create a new one", (void*)comm, why,
+               ng_result_name(r));
 }
 
 /* A call into NCCL that can block on the host for a peer (the first collective's connection setup,

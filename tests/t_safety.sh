@@ -45,6 +45,19 @@ NCCLGUARD_TIMEOUT=2 WRONGDATA_DELAY_MS=4000 w stalewin stalewin --wait 4
 nowrong && res 0 | grep -q 'win=null' && ! res 0 | grep -q 'reg=ncclSuccess' \
   && pass error-leaves-win-null || fail error-leaves-win-null "$(why stalewin)"
 
+# 4a. the application's own ncclCommRevoke of a communicator ncclguard's watchdog revoked already: success,
+# as it would be alone (NCCL refuses a second revoke; ncclguard answers it without NCCL)
+NCCLGUARD_TIMEOUT=2 WRONGDATA_DELAY_MS=4000 WRONGDATA_APP_REVOKE=1 w apprevoke stalewin --wait 4
+nowrong && res 0 | grep -q 'revoke=ncclSuccess' && logs apprevoke | grep -q 'fn=ncclCommRevoke .*already revoked by ncclguard' \
+  && pass app-revoke-after-guard-revoke-succeeds || fail app-revoke-after-guard-revoke-succeeds "$(why apprevoke)"
+
+# 4a'. a destroy or finalize of a communicator already aborted never reaches NCCL (it would use freed memory):
+# refused by ncclguard with a clean error
+NCCLGUARD_TIMEOUT=5 WRONGDATA_END_TWICE=1 w endtwice settings --wait 8
+[ "$(echo "$out" | grep -c 'abort=ncclSuccess destroy=ncclInvalidArgument finalize=ncclInvalidArgument')" = 2 ] \
+  && [ "$(logs endtwice | grep -cE 'fn=ncclComm(Destroy|Finalize) .*decision=error reason=comm_destroyed')" = 4 ] \
+  && pass end-of-life-after-abort-refused || fail end-of-life-after-abort-refused "$(why endtwice)"
+
 # 4b. an application out of step (in one group rank 1 registers two windows, rank 0 one): the round's header
 # says so on both ranks (reason=out_of_step), the communicator is revoked, no window, the application's
 # all-reduce fails. The round itself pairs all-reduces of different lengths: the fakes' checker records that

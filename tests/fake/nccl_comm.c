@@ -466,6 +466,13 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags)
   ENTER();
   ncclResult_t r = fn_check_comm(comm, 1);
   if (r == ncclSuccess && revokeFlags != NCCL_REVOKE_DEFAULT) { fn_set_error("revokeFlags must be 0"); r = ncclInvalidArgument; }
+  /* a second revoke is refused: "The communicator must not be finalizing, destroyed, or already revoked.
+   * Attempts to revoke in these states return ncclInvalidArgument" (NCCL's design note for ncclCommRevoke,
+   * "Assumptions, constraints and dependencies") */
+  if (r == ncclSuccess && __atomic_load_n(&comm->state, __ATOMIC_ACQUIRE) == ST_REVOKED) {
+    fn_set_error("communicator %p already revoked", (void *)comm);
+    r = ncclInvalidArgument;
+  }
   if (r == ncclSuccess) {
     FN_STORE(comm->revoked, 1); /* in-flight collectives stop waiting for peers */
     __atomic_add_fetch(&comm->revoke_epoch, 1, __ATOMIC_RELEASE); /* and host waits begun before it */

@@ -14,11 +14,14 @@
  *                       NCCLGUARD_TIMEOUT (the watchdog revokes it after NCCL wrote its window)
  *   wrongdata extra     an application out of step: in one group, rank 0 registers one window, rank 1
  *                       two (the halves of its buffer); the round's header differs (its count)
+ * WRONGDATA_APP_REVOKE=1: after its all-reduce each rank revokes the communicator itself ("revoke=").
+ * WRONGDATA_END_TWICE=1: then each rank aborts it, and destroys and finalizes it after the abort.
  * Before the registration the ranks run one all-reduce (the communicator is warm, as in a job).
  * Each rank prints "RESULT rank=R reg=<result> win=<null|set> allreduce=<ok|error|hang|wrong>"; the
  * application's all-reduce is waited for --wait SEC (default 8) and "hang" if it did not end.
  * Exit: 1 if a rank saw wrong data, 124 if a rank did not end within --timeout SEC (default 60). */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -82,7 +85,19 @@ static int run_rank(int rank) {
   unsetenv("FAKE_NCCL_REG_DELAY_MS");
   const char* win = w == NULL ? "null" : w == (ncclWindow_t)(uintptr_t)0x5a5a5a5a ? "untouched" : "set";
   const char* ar = ng_app_allreduce(c, d, COUNT, rank, 2, wait_s * 1000);
-  ng_say("RESULT rank=%d warm=%s reg=%s win=%s allreduce=%s", rank, warm, ng_rc_name(r), win, ar);
+  /* WRONGDATA_APP_REVOKE=1: then the application revokes the communicator itself (ncclCommRevoke, 2.28.7+) */
+  char rv[200] = "";
+  if (getenv("WRONGDATA_APP_REVOKE")) { /* looked up: NCCL before 2.28.7 has no ncclCommRevoke */
+    ncclResult_t (*revoke)(ncclComm_t, int) = (ncclResult_t(*)(ncclComm_t, int))dlsym(RTLD_DEFAULT, "ncclCommRevoke");
+    snprintf(rv, sizeof rv, " revoke=%s", revoke ? ng_rc_name(revoke(c, 0)) : "missing");
+  }
+  /* WRONGDATA_END_TWICE=1: then abort the communicator, and destroy and finalize it after that */
+  if (getenv("WRONGDATA_END_TWICE")) {
+    ncclResult_t a = ncclCommAbort(c), b = ncclCommDestroy(c), f = ncclCommFinalize(c);
+    snprintf(rv + strlen(rv), sizeof rv - strlen(rv), " abort=%s destroy=%s finalize=%s", ng_rc_name(a), ng_rc_name(b),
+             ng_rc_name(f));
+  }
+  ng_say("RESULT rank=%d warm=%s reg=%s win=%s allreduce=%s%s", rank, warm, ng_rc_name(r), win, ar, rv);
   /* a rank whose peer may hang leaves without tearing down (no wait on a dead communicator) */
   fflush(stdout);
   _exit(!strcmp(ar, "wrong") ? 1 : 0);
