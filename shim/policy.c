@@ -404,8 +404,9 @@ static void phase_register(struct ng_regreq* reqs, int n) {
   if (!ngo) return;
   /* NCCL's registration waits on the host for every rank (bootstrap, no timeout): watched. Unwatched it
    * could wait without bound: this rank leaves instead, its peers' watchdogs end their wait. */
-  struct watch* wds = ng_calloc("policy.watch", (size_t)n, sizeof *wds);
-  if (!wds) {
+  /* (without revoke the watchdog cannot act: no watch, nothing to fail between the go round and NCCL) */
+  struct watch* wds = ng_can_revoke() ? ng_calloc("policy.watch", (size_t)n, sizeof *wds) : NULL;
+  if (!wds && ng_can_revoke()) {
     for (int i = 0; i < n; i++)
       if (reqs[i].decision == NG_D_REGISTER) {
         error_out(&reqs[i], NG_R_AGREE_FAILED, ncclSystemError);
@@ -416,7 +417,7 @@ static void phase_register(struct ng_regreq* reqs, int n) {
   }
   int mode = 0, sw = relaxed && !ng_cuda_relaxed_capture(&mode);
   double ta = ng_now_us(), deadline = ng_deadline();
-  for (int i = 0; i < n; i++)
+  for (int i = 0; wds && i < n; i++)
     if (reqs[i].decision == NG_D_REGISTER) ng_watch_arm(&wds[i], reqs[i].comm, reqs[i].cv.dev, deadline);
   double t0 = ng_now_us();
   if (ngo == 1 && n == 1) {
@@ -443,7 +444,7 @@ static void phase_register(struct ng_regreq* reqs, int n) {
     for (int i = 0; i < n; i++) reqs[i].nccl_us = reqs[i].decision == NG_D_REGISTER ? ng_now_us() - t0 : 0;
   }
   double t1 = ng_now_us();
-  for (int i = 0; i < n; i++)
+  for (int i = 0; wds && i < n; i++)
     if (reqs[i].decision == NG_D_REGISTER && ng_watch_disarm(&wds[i])) {
       if (reqs[i].result == ncclSuccess && *reqs[i].win) { /* never leak a live window */
         ncclResult_t d;
