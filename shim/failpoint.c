@@ -5,9 +5,10 @@
  *                           any failpoint, all counted together (the walk of tests/t_failpoints.sh); K 0
  *                           counts without failing. Hits are counted from the first one after the
  *                           variable is set (a program may set it once its communicator exists)
- *   NG_FAILPOINT_REPORT=F   at exit, append one line per failpoint hit to F: "NAME HITS" (and
- *                           "fired NAME" for the one that failed), so a test learns how many hits a
- *                           scenario reaches and walks them all
+ *   NG_FAILPOINT_REPORT=F   at exit, append to F one line per failpoint: "NAME HITS"; "fired NAME" for the
+ *                           one that failed; "total N"; and the sequence of hits as runs of one name,
+ *                           "run FIRST COUNT NAME" (a poll loop is one run), so a test learns how many
+ *                           hits a scenario reaches, and where
  * The variables are the test harness's, not the user's: they are not NCCLGUARD_* settings. */
 #ifdef NG_FAILPOINTS
 #define _GNU_SOURCE
@@ -27,6 +28,9 @@ static long fp_total;
 static char fp_name[96];
 static long fp_k = -1; /* -1: not armed */
 static const char* fp_fired;
+#define NG_FP_RUNS 512
+static struct { const char* name; long first, count; } fp_runs[NG_FP_RUNS];
+static int fp_nruns;
 static pthread_mutex_t fp_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t fp_once = PTHREAD_ONCE_INIT;
 
@@ -35,12 +39,14 @@ static void fp_report(void) {
   if (!path || !*path) return;
   int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return;
-  char buf[8192];
+  char buf[40000];
   size_t l = 0;
   pthread_mutex_lock(&fp_lock);
   for (int i = 0; i < fp_n && l < sizeof buf - 128; i++)
     l += (size_t)snprintf(buf + l, sizeof buf - l, "%s %ld\n", fp_tab[i].name, fp_tab[i].hits);
   if (fp_fired) l += (size_t)snprintf(buf + l, sizeof buf - l, "fired %s\n", fp_fired);
+  for (int i = 0; i < fp_nruns && l < sizeof buf - 128; i++)
+    l += (size_t)snprintf(buf + l, sizeof buf - l, "run %ld %ld %s\n", fp_runs[i].first, fp_runs[i].count, fp_runs[i].name);
   l += (size_t)snprintf(buf + l, sizeof buf - l, "total %ld\n", fp_total);
   pthread_mutex_unlock(&fp_lock);
   if (write(fd, buf, l) < 0) { /* a test sees the missing lines */ }
@@ -79,6 +85,8 @@ int ng_fp_hit(const char* name) {
   if (i == fp_n && fp_n < NG_FP_MAX) fp_tab[fp_n++].name = name; /* names are string literals */
   long hit = i < fp_n ? ++fp_tab[i].hits : 0;
   long total = ++fp_total;
+  if (fp_nruns && fp_runs[fp_nruns - 1].name == name) fp_runs[fp_nruns - 1].count++;
+  else if (fp_nruns < NG_FP_RUNS) fp_runs[fp_nruns].name = name, fp_runs[fp_nruns].first = total, fp_runs[fp_nruns++].count = 1;
   int fire = fp_k > 0 && !fp_fired &&
              ((!strcmp(fp_name, "*") && total == fp_k) || (!strcmp(fp_name, name) && hit == fp_k));
   if (fire) fp_fired = name;

@@ -157,6 +157,14 @@ static void phase_prepare(struct ng_regreq* reqs, int n) {
         ng_give_up(r->comm, r->cv.gen, r->cv.dev, r->local_reason, "the communicator did not become ready");
     }
   }
+  /* A communicator given up above leaves the batch whole: its other registrations do not vote either (a
+   * vote with fewer registrations than the peers' would be an all-reduce of another length than theirs) */
+  for (int i = 0; i < n; i++) {
+    struct ng_regreq* r = &reqs[i];
+    if (r->decision == NG_D_ERROR) continue;
+    struct ng_commview now;
+    if (ng_reg_comm_get(r->comm, &now) && now.broken) error_out(r, NG_R_COMM_BROKEN, ncclInvalidUsage);
+  }
 }
 
 /* ---- 2. warm-up (when it is not the first vote round) ---------------------------------------- */

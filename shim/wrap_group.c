@@ -28,6 +28,28 @@ NG_API ncclResult_t ncclGroupStart(void) {
   return res;
 }
 
+/* The outermost group end of a group with queued registrations (or one that could not be queued), out of
+ * the data path's way (the empty group end stays as short as without them). */
+__attribute__((noinline)) static ncclResult_t group_end_queued(struct ng_group* G, ncclResult_t res) {
+  if (G->nlost) { /* a registration of the group could not be queued here */
+    for (int i = 0; i < G->nlost; i++)
+      ng_give_up(G->lost[i], 0, -1, NG_R_AGREE_FAILED, "out of host memory to queue a registration of the group");
+    G->nlost = 0;
+    if (G->npending == 0) return res;
+  }
+  struct ng_regreq* reqs = G->pending;
+  int n = G->npending;
+  G->pending = NULL;
+  G->npending = G->cappending = 0;
+  /* NCCL drops a group in which a call failed (group.cc, 2.27.7 - 2.30.7): its queued registrations are
+   * refused without a round (policy.c, ng_policy_group_failed) */
+  ncclResult_t pres = res != ncclSuccess && res != ncclInProgress ? ng_policy_group_failed(reqs, n, res)
+                                                                   : ng_policy_register(reqs, n);
+  free(reqs);
+  if (res == ncclSuccess || res == ncclInProgress) return pres != ncclSuccess ? pres : res;
+  return res;
+}
+
 /* The end of the application's group: the real ncclGroupEnd, or ncclGroupSimulateEnd, which ends
  * the group the same way (NCCL decrements its depth and still performs the registrations queued in
  * it; only collectives are not launched). Then the queued registrations go through the policy. */
@@ -43,23 +65,8 @@ static ncclResult_t group_end(ncclSimInfo_t* sim, int simulate) {
   else NG_CALL(res, ncclGroupEnd);
   struct ng_group* G = ng_grp(); /* this libnccl's group (route.c: each copy of NCCL has its own) */
   if (G->depth > 0) G->depth--;
-  if (G->depth > 0) return res;
-  for (int i = 0; i < G->nlost; i++) /* a registration of the group could not be queued here */
-    ng_give_up(G->lost[i], 0, -1, NG_R_AGREE_FAILED, "out of host memory to queue a registration of the group");
-  G->nlost = 0;
-  if (G->npending == 0) return res;
-  /* Outermost group end with queued registrations. */
-  struct ng_regreq* reqs = G->pending;
-  int n = G->npending;
-  G->pending = NULL;
-  G->npending = G->cappending = 0;
-  /* NCCL drops a group in which a call failed (group.cc, 2.27.7 - 2.30.7): its queued registrations are
-   * refused without a round (policy.c, ng_policy_group_failed) */
-  ncclResult_t pres = res != ncclSuccess && res != ncclInProgress ? ng_policy_group_failed(reqs, n, res)
-                                                                   : ng_policy_register(reqs, n);
-  free(reqs);
-  if (res == ncclSuccess || res == ncclInProgress) return pres != ncclSuccess ? pres : res;
-  return res;
+  if (G->depth > 0 || (G->npending == 0 && G->nlost == 0)) return res; /* (the data path: nothing more) */
+  return group_end_queued(G, res);
 }
 
 NG_API ncclResult_t ncclGroupEnd(void) { NG_FOREIGN(ncclGroupEnd); return group_end(NULL, 0); }
