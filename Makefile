@@ -42,10 +42,18 @@ FAILPOINTS ?=
 FPFLAGS = $(if $(FAILPOINTS),-DNG_FAILPOINTS)
 ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) $(SANFLAGS) $(FPFLAGS) -fPIC -pthread
 
-# The version, written once (VERSION); the revision from git where there is one.
+# The version, written once (VERSION); the revision from git only when this directory is the top of
+# its own git repository (never the commit of a checkout the tree was exported into), else from
+# REVISION at the top of the tree (an sdist has one), else none: the identity then reads
+# "ncclguard VERSION" alone. NG_REVISION=... on the command line overrides (empty: none).
+NG_TOP := $(patsubst %/,%,$(dir $(abspath $(lastword $(MAKEFILE_LIST)))))
 NG_VERSION := $(shell cat VERSION 2>/dev/null || echo unknown)
-NG_REVISION := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-NG_IDENT = -DNG_VERSION='"$(NG_VERSION)"' -DNG_REVISION='"$(NG_REVISION)"'
+NG_REVISION := $(filter-out unknown,$(shell cd '$(NG_TOP)' 2>/dev/null && { t=$$(git rev-parse --show-toplevel \
+  2>/dev/null) && [ -n "$$t" ] && [ "$$(cd "$$t" && pwd -P)" = "$$(pwd -P)" ] && git rev-parse --short HEAD 2>/dev/null \
+  || { [ -f REVISION ] && head -n 1 REVISION; }; } | tr -cd '0-9A-Za-z._+-'))
+NG_IDENT = -DNG_VERSION='"$(NG_VERSION)"' $(if $(NG_REVISION),-DNG_REVISION='"$(NG_REVISION)"')
+# The same as text: "VERSION (REVISION)", or "VERSION" without a revision.
+NG_IDENT_TEXT = $(NG_VERSION)$(if $(NG_REVISION), ($(NG_REVISION)))
 
 SHIM_SRC = $(wildcard shim/*.c)
 SHIM_OBJ = $(SHIM_SRC:shim/%.c=$(BUILD)/shim/%.o)

@@ -43,20 +43,25 @@ def fail(msg):
 
 
 def revision():
-    """The git revision: REVISION (written into the sdist) or git, else 'unknown'."""
-    p = os.path.join(HERE, "REVISION")
-    if os.path.exists(p):
-        with open(p) as f:
-            return f.read().strip() or "unknown"
+    """The revision, as the Makefile takes it: git when this directory is the top of its own
+    repository (never an enclosing one's), else REVISION (written into the sdist), else '' (none:
+    the identity is then "ncclguard VERSION" alone)."""
     try:
         top = subprocess.run(["git", "-C", HERE, "rev-parse", "--show-toplevel"], capture_output=True,
                              text=True, check=True).stdout.strip()
-        if os.path.realpath(top) != os.path.realpath(HERE):
-            return "unknown"  # an enclosing repository, not ours
-        return subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip() or "unknown"
+        if os.path.realpath(top) == os.path.realpath(HERE):
+            rev = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                 text=True, check=True).stdout.strip()
+            if rev:
+                return rev
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        pass
+    p = os.path.join(HERE, "REVISION")
+    if os.path.exists(p):
+        with open(p) as f:
+            r = f.readline().strip()
+            return "" if r == "unknown" else r
+    return ""
 
 
 def check_toolchain(cc, cflags):
@@ -129,10 +134,12 @@ class Sdist(sdist):
     def make_release_tree(self, base_dir, files):
         super().make_release_tree(base_dir, files)
         p = os.path.join(base_dir, "REVISION")
+        rev = revision()
         if os.path.exists(p):
             os.unlink(p)  # a hard link to ours: never write through it
-        with open(p, "w") as f:
-            f.write(revision() + "\n")
+        if rev:  # none known: no file, and a build from the sdist names none
+            with open(p, "w") as f:
+                f.write(rev + "\n")
 
 
 class BdistWheel(bdist_wheel):

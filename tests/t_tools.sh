@@ -398,6 +398,33 @@ printf 'class nccl:\n    @staticmethod\n    def version(): return (2, 28, 3)\n' 
 out=$(PYTHONPATH="$T/ft" "$DOC" 2>&1)
 echo "$out" | grep -Eq '^OK +python\.nccl-pin ' && pass doctor-torch-nccl-pin-same-minor || fail doctor-torch-nccl-pin-same-minor "$(echo "$out" | grep python)"
 
+# where ncclguard is on (ncclguard-run's LD_PRELOAD, or NCCLGUARD=1 for the Python package), the rows
+# whose problem it answers (a NULL communicator, registration under graph capture, PyTorch's lazy
+# communicators) are OK "guarded", not WARN: -q --strict passes on a host with no other problem;
+# without it (or with NCCLGUARD_DISABLE=1) the same host keeps its WARN lines and their fix
+if [ -e "$FAKE/libcuda.so.1" ] && [ -e "$FAKE/libnccl.so.2" ]; then
+  printf 'class nccl:\n    @staticmethod\n    def version(): return (2, 28, 9)\n' >"$T/ft/torch/cuda/__init__.py"
+  dg() { clean_env PYTHONPATH="$T/ft" LD_LIBRARY_PATH="$FAKE" FAKE_NCCL_VERSION=22809 FAKE_CUDA_DEVICES=2 "$@"; }
+  rows='(nccl\.null-comm|nccl\.graph-capture|python\.nccl\.null-comm|python\.nccl\.graph-capture|python\.lazy-comm)'
+  q=$(dg "$RUN" "$DOC" -q --strict 2>&1); rq=$?
+  full=$(dg "$RUN" "$DOC" 2>&1); rf=$?
+  u=$(dg "$DOC" -q --strict 2>&1); ru=$?
+  ug=$(printf '%s\n' "$u" | grep -Ec "^WARN +$rows ")
+  if [ $rq -eq 0 ] && [ -z "$q" ] && [ $rf -eq 0 ] \
+     && [ "$(printf '%s\n' "$full" | grep -Ec "^OK +$rows .*; guarded: ncclguard is on \(libncclguard\.so preloaded\)")" -eq 5 ] \
+     && ! printf '%s\n' "$full" | grep -Eq '^WARN ' && printf '%s\n' "$full" | grep -q '^ncclguard-doctor: [0-9]* OK, [0-9]* INFO, 0 WARN, 0 FAIL$' \
+     && [ $ru -eq 1 ] && [ "$ug" -eq 5 ] && [ "$(printf '%s\n' "$u" | wc -l)" -eq 5 ] \
+     && printf '%s\n' "$u" | grep -Eq '^WARN +nccl\.null-comm .*fix: run the job under ncclguard-run'; then pass doctor-guarded-under-ncclguard-run
+  else fail doctor-guarded-under-ncclguard-run "guarded -q rc=$rq '$(echo "$q" | tr '\n' '|')' full rc=$rf / unguarded rc=$ru $ug WARN: $(echo "$full" "$u" | grep -E "$rows" | tr '\n' '|')"; fi
+
+  p=$(dg NCCLGUARD=1 "$DOC" -q --strict 2>&1); rp=$?
+  pf=$(dg NCCLGUARD=1 "$DOC" 2>&1)
+  d=$(dg NCCLGUARD_DISABLE=1 "$RUN" "$DOC" -q --strict 2>&1); rd=$?
+  if [ $rp -eq 0 ] && [ -z "$p" ] && [ "$(printf '%s\n' "$pf" | grep -Ec "^OK +$rows .*; guarded: ncclguard is on \(NCCLGUARD=1: the Python package\)")" -eq 5 ] \
+     && [ $rd -eq 1 ] && [ "$(printf '%s\n' "$d" | grep -Ec "^WARN +$rows ")" -eq 5 ]; then pass doctor-guarded-python-package-and-disable
+  else fail doctor-guarded-python-package-and-disable "NCCLGUARD=1 rc=$rp '$(echo "$p" | tr '\n' '|')' / NCCLGUARD_DISABLE=1 rc=$rd: $(echo "$d" | tr '\n' '|')"; fi
+else echo "# skip doctor-guarded-*: no fake libcuda/libnccl in $FAKE"; fi
+
 # every tool names its version (VERSION and the git revision)
 want="$(cat "$NG_ROOT/VERSION")"
 v1=$("$B/ncclguard-run" --version); v2=$("$B/ncclguard-doctor" --version); v3=$("$B/ncclguard-report" --version)
@@ -405,6 +432,28 @@ case "$v1|$v2|$v3" in
   "ncclguard-run $want ("*")|ncclguard-doctor $want ("*")|ncclguard-report $want ("*")") pass "tools-version ($v3)" ;;
   *) fail tools-version "$v1 | $v2 | $v3 (VERSION $want)" ;;
 esac
+
+# the revision is the project's own, never that of a checkout the tree was exported into: a copy of
+# the tree (git ls-files) inside another git repository names no revision ("ncclguard VERSION"), or
+# the one in REVISION at its top (an sdist's). Once (plain): the build system is the same in every variant.
+ident_of() { tr -c '[:print:]' '\n' <"$1" | grep '^ncclguard [0-9]' | head -1; }
+if [ "${NG_VARIANT:-plain}" != plain ]; then echo "# skip revision-not-from-enclosing-checkout: the plain variant runs it"
+elif ! command -v git >/dev/null 2>&1 || ! git -C "$NG_ROOT" ls-files VERSION 2>/dev/null | grep -q .; then
+  echo "# skip revision-not-from-enclosing-checkout: no git, or $NG_ROOT is not a checkout"
+else
+  ex="$T/outer/vendor/ncclguard"; mkdir -p "$ex"
+  outer=$(cd "$T/outer" && unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE && git init -q . && echo x >f && git add f \
+    && git -c user.name=t -c user.email=t@example.com commit -qm outer && git rev-parse --short HEAD)
+  (cd "$NG_ROOT" && git ls-files -z | tar --null -T - -cf - 2>/dev/null) | tar -xf - -C "$ex"
+  mkx() { (unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE NG_REVISION; make -C "$ex" -s --no-print-directory BUILD="$T/exb" lib 2>&1); }
+  o1=$(mkx); r1=$?; id1=$(ident_of "$T/exb/libncclguard.so")
+  echo 'abc1234' >"$ex/REVISION"
+  o2=$(mkx); r2=$?; id2=$(ident_of "$T/exb/libncclguard.so")
+  want="ncclguard $(cat "$NG_ROOT/VERSION")"
+  if [ -n "$outer" ] && [ $r1 = 0 ] && [ "$id1" = "$want" ] && [ $r2 = 0 ] && [ "$id2" = "$want (abc1234)" ]; then
+    pass "revision-not-from-enclosing-checkout ($id1 / $id2)"
+  else fail revision-not-from-enclosing-checkout "outer commit '$outer': rc=$r1 '$id1' (want '$want') / REVISION: rc=$r2 '$id2': $(echo "$o1 $o2" | tail -5 | tr '\n' '|')"; fi
+fi
 
 # the report reads nothing it understands: status 2 and one line naming the cause (README)
 mkdir -p "$T/emptydir"; printf 'plain text\n' >"$T/text.log"; chmod 000 "$T/text.log" 2>/dev/null

@@ -11,9 +11,13 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
-#ifndef NG_VERSION /* set by the Makefile from VERSION and git */
+#ifndef NG_VERSION /* set by the Makefile from VERSION and git (or REVISION); no revision: none shown */
 #define NG_VERSION "unknown"
-#define NG_REVISION "unknown"
+#endif
+#ifdef NG_REVISION
+#define NG_IDENTITY NG_VERSION " (" NG_REVISION ")"
+#else
+#define NG_IDENTITY NG_VERSION
 #endif
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +75,10 @@ static const char *usage_text =
     "\n"
     "Output: one line per check, 'OK|WARN|FAIL|INFO  check  detail  [fix: ...]'. INFO lines name\n"
     "the known window-registration bugs of the NCCL found (docs/NCCL.md section 10) and what\n"
-    "ncclguard does about each; they never change the exit status.\n"
+    "ncclguard does about each; they never change the exit status. Where ncclguard is on\n"
+    "(libncclguard.so in LD_PRELOAD, as under ncclguard-run, or NCCLGUARD=1 for the Python\n"
+    "package), a problem it answers (a NULL communicator, registration under graph capture)\n"
+    "is OK, 'guarded', not a WARN: ncclguard-run ncclguard-doctor -q --strict shows what is left.\n"
     "\n"
     "Options:\n"
     "  --json            one JSON object per line: {\"status\",\"check\",\"detail\",\"fix\"}\n"
@@ -312,6 +319,44 @@ static void run_python(const char *interp, int timeout_s) {
   }
 }
 
+/* ---- whether ncclguard is on ---- */
+
+/* guard_on: ncclguard guards the jobs of this environment: libncclguard.so is in LD_PRELOAD
+ * (ncclguard-run; the Python package exports it too), or NCCLGUARD says yes (the Python package turns
+ * ncclguard on in each Python process), and NCCLGUARD_DISABLE does not make it a pass-through. Then
+ * the rows whose problem ncclguard answers say so (OK, "guarded") instead of a WARN; guard_how: why. */
+static int guard_on, guard_disabled;
+static char guard_how[96];
+
+static int bool_true(const char *v) {
+  static const char *yes[] = {"1", "true", "yes", "on"};
+  for (size_t i = 0; v && i < sizeof yes / sizeof *yes; i++)
+    if (!strcasecmp(v, yes[i])) return 1;
+  return 0;
+}
+
+/* whether LD_PRELOAD (separated by ':' or blanks, as ld.so reads it) names a libncclguard*.so */
+static int preload_has_guard(const char *pre) {
+  for (const char *p = pre ? pre : ""; *p;) {
+    size_t len = strcspn(p, ": \t");
+    const char *base = p;
+    for (const char *q = p; q < p + len; q++)
+      if (*q == '/') base = q + 1;
+    if (len && !strncmp(base, "libncclguard", 12)) return 1;
+    p += len;
+    if (*p) p++;
+  }
+  return 0;
+}
+
+static void detect_guard(void) {
+  int pre = preload_has_guard(getenv("LD_PRELOAD")), py = bool_true(getenv("NCCLGUARD"));
+  guard_disabled = (pre || py) && bool_true(getenv("NCCLGUARD_DISABLE"));
+  guard_on = (pre || py) && !guard_disabled;
+  if (pre) snprintf(guard_how, sizeof guard_how, "libncclguard.so preloaded");
+  else if (py) snprintf(guard_how, sizeof guard_how, "NCCLGUARD=%s: the Python package", getenv("NCCLGUARD"));
+}
+
 /* ---- NCCL ---- */
 
 static int nccl_code; /* version of the libnccl found, 0 if none */
@@ -321,13 +366,25 @@ static void nccl_version_checks(int code, const char *prefix) {
   char v[32], name[64];
   version_str(code, v, sizeof v);
   snprintf(name, sizeof name, "%s.null-comm", prefix);
-  if (code < NG_NCCL_VERSION(2, 29, 0))
+  if (code < NG_NCCL_VERSION(2, 29, 0) && guard_on)
+    report(OK, name, NULL,
+           "NCCL %s: ncclCommWindowRegister on a NULL communicator dereferences it (SIGSEGV, before 2.29); guarded: ncclguard is on "
+           "(%s) and answers it with ncclInvalidArgument", v, guard_how);
+  else if (code < NG_NCCL_VERSION(2, 29, 0))
     report(WARN, name, "run the job under ncclguard-run (answers it with ncclInvalidArgument), and create communicators eagerly (PyTorch: init_process_group(..., device_id=...))",
            "NCCL %s: ncclCommWindowRegister on a NULL communicator dereferences it (SIGSEGV, before 2.29) - what a lazy PyTorch communicator triggers", v);
   else
     report(OK, name, NULL, "NCCL %s: a NULL communicator returns ncclInvalidArgument (2.29+), no crash", v);
   snprintf(name, sizeof name, "%s.graph-capture", prefix);
-  if (code < NG_NCCL_VERSION(2, 30, 7))
+  if (code < NG_NCCL_VERSION(2, 30, 7) && guard_on) {
+    const char *cap = getenv("NCCLGUARD_CAPTURE");
+    const char *how = code < NG_NCCL_VERSION(2, 28, 0) ? "degrades it on every rank (a NULL window), the capture intact"
+                      : cap && !strcasecmp(cap, "degrade") ? "degrades it on every rank (NCCLGUARD_CAPTURE=degrade: a NULL window), the capture intact"
+                                                           : "registers it in relaxed capture mode (NCCLGUARD_CAPTURE=relaxed), the capture intact";
+    report(OK, name, NULL,
+           "NCCL %s: registration during CUDA graph capture fails and invalidates the capture (fixed in 2.30.7); guarded: ncclguard is on "
+           "(%s) and %s", v, guard_how, how);
+  } else if (code < NG_NCCL_VERSION(2, 30, 7))
     report(WARN, name, "register windows before stream capture starts, or upgrade to NCCL 2.30.7+",
            "NCCL %s: registration during CUDA graph capture fails (ncclUnhandledCudaError) and invalidates the capture (fixed in 2.30.7)", v);
   else
@@ -826,14 +883,17 @@ static void print_vars(void) {
 static void check_guard_lib(void) {
   const char *pre = getenv("LD_PRELOAD");
   if (pre && strstr(pre, "libncclguard")) {
-    report(OK, "ncclguard.lib", NULL, "preloaded: LD_PRELOAD=%s", pre);
+    report(OK, "ncclguard.lib", NULL, "preloaded: LD_PRELOAD=%s%s", pre,
+           guard_disabled ? " (NCCLGUARD_DISABLE: a pass-through, nothing guarded)" : "");
     return;
   }
+  const char *not_here = guard_on ? "not preloaded here: NCCLGUARD turns it on in Python processes that have the ncclguard package"
+                                  : "not preloaded here: run the job with ncclguard-run";
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   const char *lib_env = getenv("NCCLGUARD_LIB");
   if (lib_env && access(lib_env, R_OK) == 0) {
-    report(OK, "ncclguard.lib", NULL, "%s (NCCLGUARD_LIB; not preloaded here: run the job with ncclguard-run)", lib_env);
+    report(OK, "ncclguard.lib", NULL, "%s (NCCLGUARD_LIB; %s)", lib_env, not_here);
     return;
   }
   if (n > 0) {
@@ -845,7 +905,7 @@ static void check_guard_lib(void) {
       char c[4200], r[4096];
       snprintf(c, sizeof c, "%s/%s", exe, rel[i]);
       if (access(c, R_OK) == 0 && realpath(c, r)) {
-        report(OK, "ncclguard.lib", NULL, "%s (not preloaded here: run the job with ncclguard-run)", r);
+        report(OK, "ncclguard.lib", NULL, "%s (%s)", r, not_here);
         return;
       }
     }
@@ -1003,6 +1063,13 @@ static void check_python(int enabled) {
   else if (pin && code)
     report(OK, "python.nccl-pin", NULL, "PyTorch %s pins NCCL %s and loads NCCL %s", py.torch_version, py.torch_pin, py.torch_nccl);
   int crash = code && code < NG_NCCL_VERSION(2, 29, 0);
+  if (crash && guard_on) {
+    report(OK, "python.lazy-comm", NULL,
+           "PyTorch creates NCCL communicators lazily, at the first collective: window registration before that (symmetric memory "
+           "rendezvous) passes a NULL communicator, which crashes this NCCL (SIGSEGV); guarded: ncclguard is on (%s) and answers it "
+           "with ncclInvalidArgument", guard_how);
+    return;
+  }
   report(crash ? WARN : OK, "python.lazy-comm",
          "init_process_group(backend='nccl', device_id=torch.device('cuda', local_rank)) (eager communicator), or a barrier()/all_reduce on each group before symm_mem rendezvous; ncclguard-run also enables the Python hook (NCCLGUARD_PYHOOK=1)",
          "PyTorch creates NCCL communicators lazily, at the first collective: window registration before that (symmetric memory rendezvous) passes a NULL communicator%s",
@@ -1052,7 +1119,7 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_text, stdout); return 0; }
-    if (!strcmp(a, "--version")) { printf("%s %s (%s)\n", "ncclguard-doctor", NG_VERSION, NG_REVISION); return 0; }
+    if (!strcmp(a, "--version")) { printf("%s %s\n", "ncclguard-doctor", NG_IDENTITY); return 0; }
     else if (!strcmp(a, "--json")) opt_json = 1;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) opt_quiet = 1;
     else if (!strcmp(a, "--strict")) opt_strict = 1;
@@ -1090,6 +1157,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   signal(SIGPIPE, SIG_IGN);
+  detect_guard();
   if (opt_config) {
     /* the configuration alone: nothing loaded, nothing probed (a login node has no driver) */
     check_nccl_vars();

@@ -8,9 +8,13 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
-#ifndef NG_VERSION /* set by the Makefile from VERSION and git */
+#ifndef NG_VERSION /* set by the Makefile from VERSION and git (or REVISION); no revision: none shown */
 #define NG_VERSION "unknown"
-#define NG_REVISION "unknown"
+#endif
+#ifdef NG_REVISION
+#define NG_IDENTITY NG_VERSION " (" NG_REVISION ")"
+#else
+#define NG_IDENTITY NG_VERSION
 #endif
 #include <stdlib.h>
 #include <string.h>
@@ -1329,7 +1333,7 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_text, stdout); return 0; }
-    if (!strcmp(a, "--version")) { printf("%s %s (%s)\n", "ncclguard-report", NG_VERSION, NG_REVISION); return 0; }
+    if (!strcmp(a, "--version")) { printf("%s %s\n", "ncclguard-report", NG_IDENTITY); return 0; }
     if (!strcmp(a, "--json")) opt_json = 1;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) opt_quiet = 1;
     else if (!strcmp(a, "--trace") || !strcmp(a, "--html") || !strcmp(a, "--picture")) {

@@ -49,7 +49,7 @@ $(VARS_PY): $(GENVARS)
 $(BUILD)/ncclguard-run: tools/ncclguard-run $(VARS_SH) VERSION
 	@mkdir -p $(dir $@)
 	grep -qx '# @NG_VARS_TABLE@' $<
-	sed -e 's/^NG_VERSION=.*/NG_VERSION="$(NG_VERSION) ($(NG_REVISION))"/' \
+	sed -e 's/^NG_VERSION=.*/NG_VERSION="$(NG_IDENT_TEXT)"/' \
 	  -e '/^# @NG_VARS_TABLE@$$/r $(VARS_SH)' -e '/^# @NG_VARS_TABLE@$$/d' $< >$@.tmp
 	chmod 0755 $@.tmp && mv -f $@.tmp $@
 

@@ -19,7 +19,7 @@ import sys as _sys
 try:
     from ._version import __revision__, __version__
 except ImportError:  # a source checkout, not a build: VERSION two levels up
-    __revision__ = "unknown"
+    __revision__ = ""
     try:
         with open(_os.path.join(_os.path.dirname(__file__), "..", "..", "VERSION")) as _f:
             __version__ = _f.read().strip()

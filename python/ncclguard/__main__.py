@@ -13,7 +13,8 @@ from ncclguard import _boot, _cli
 
 def info():
     st = _boot.STATE.get("state")
-    print("ncclguard %s (%s)" % (ncclguard.__version__, ncclguard.__revision__))
+    rev = ncclguard.__revision__
+    print("ncclguard %s%s" % (ncclguard.__version__, " (%s)" % rev if rev else ""))
     print("library:  %s" % ncclguard.library_path())
     print("tools:    %s" % os.path.dirname(ncclguard.tool_path("ncclguard-run")))
     print("python:   %s" % sys.executable)
