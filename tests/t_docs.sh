@@ -10,7 +10,7 @@ fi
 cd "$NG_ROOT" || exit 1
 
 # --- no citation of a file outside the repository -------------------------------------------
-# Not yet covered (being edited elsewhere; their citations are mapped in the issue 13 work):
+# Not yet covered (being edited elsewhere):
 # remove an entry once its citations point into docs/.
 pending=""
 excl=""
@@ -151,3 +151,19 @@ for f in tests/gpu/results/*.md; do
   grep -qF "]($b)" tests/gpu/results/README.md || bad="$bad $b"
 done
 [ -z "$bad" ] && pass results-index-complete || fail results-index-complete "not in tests/gpu/results/README.md:$bad"
+
+# --- the user-facing docs speak of the product: no project issue references -------------------
+# "issue 19", "(issue 23)", "issues 11, 12" retell how ncclguard was built; upstream reports keep
+# their repository (NVIDIA/nccl#2331, pytorch#188567, .../issues/2331). The dated records
+# (tests/gpu/results/, tests/mutate/RESULTS.md, tests/bench/RESULTS.md) may keep history.
+issuepat='(?<![A-Za-z0-9_/#.-])issues? [0-9]+'
+hits=$(git grep -nIiP "$issuepat" -- README.md CHANGELOG.md 'docs/*.md' tools/README.md \
+  tools/python/README.md tests/README.md)
+[ -z "$hits" ] && pass docs-no-issue-refs \
+  || fail docs-no-issue-refs "say what changed, not which issue: $(echo "$hits" | head -5 | cut -c1-160 | tr '\n' '|')"
+printf '%s\n' 'The invariant (issue 19): for' '- Mutation check (issue 23): x' 'Issue 22 (the Python' \
+  'issues 11, 12' 'runs each fault of ISSUE 19' >"$T/bad"
+printf '%s\n' 'pytorch#188567 (docs/PYTORCH.md)' '[NVIDIA/nccl#2331](https://github.com/NVIDIA/nccl/issues/2331)' \
+  'the report in the PyTorch issue' 'issue text, maintainers replies' 'tissue 12' >"$T/good"
+nbad=$(grep -ciP "$issuepat" "$T/bad"); ngood=$(grep -ciP "$issuepat" "$T/good")
+[ "$nbad" = 5 ] && [ "$ngood" = 0 ] && pass issue-ref-pattern || fail issue-ref-pattern "bad=$nbad/5 good=$ngood/0"
