@@ -475,6 +475,7 @@ static void phase_register(struct ng_regreq* reqs, int n) {
  * other error means NCCL reports the communicator broken, and degrading would hide that. Every
  * rank of the outcome round takes the same decision: the worst result is agreed. */
 static void nccl_failed(struct ng_regreq* r, ncclResult_t agreed, int degradable, int here) {
+  ncclResult_t own = r->result; /* this rank's NCCL result (where NCCL failed here) */
   if (here)
     ng_log_msg(NG_LOG_WARN, r->cv.dev, "ncclCommWindowRegister", "NCCL failed to register: %s %s",
                ng_result_name(r->result), ng_reg_comm_usable(r->comm, r->cv.gen) ? ng_last_error(r->comm) : "");
@@ -485,7 +486,8 @@ static void nccl_failed(struct ng_regreq* r, ncclResult_t agreed, int degradable
     ng_reg_comm_mark(r->comm, 0, 0, -1);
     r->decision = NG_D_ERROR;
   }
-  if (r->decision == NG_D_ERROR) r->result = agreed; /* NCCL's own error code, never replaced */
+  /* NCCL's own error code, never replaced: this rank's where NCCL failed here, else the worst agreed */
+  if (r->decision == NG_D_ERROR) r->result = here && own != ncclSuccess ? own : agreed;
 }
 
 /* NCCL without reuse ran out of symmetric address space (NVIDIA/nccl#2331): its "internal error" is a
