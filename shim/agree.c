@@ -122,6 +122,16 @@ static void revoke_comm(ncclComm_t comm, uint64_t gen, int dev, const char* why)
   ncclResult_t r;
   NG_CALL(r, ncclCommRevoke, comm, 0);
   for (int again = 0; again < 2 && r != ncclSuccess && r != ncclInProgress; again++) NG_CALL(r, ncclCommRevoke, comm, 0);
+  /* A nonblocking communicator with an operation still in progress (an agreement all-reduce being
+   * enqueued) answers calls with ncclInvalidArgument until it is done ("Attempt to use communicator before
+   * the previous operation returned ncclSuccess", measured for registration on 2.28.9; the fake applies it to
+   * revoke too): tried again until it takes, bounded by the timeout, while the communicator is still
+   * ncclguard's to call */
+  double delay = 100, until = ng_deadline();
+  while (r == ncclInvalidArgument && ng_now_us() < until && ng_reg_comm_usable(comm, known ? v.gen : 0)) {
+    nap(&delay);
+    NG_CALL(r, ncclCommRevoke, comm, 0);
+  }
   if (known && (r == ncclSuccess || r == ncclInProgress)) ng_reg_comm_guard_revoked(comm, v.gen);
   if (known) ng_reg_comm_leave(comm, v.gen);
   if (r != ncclSuccess && r != ncclInProgress)

@@ -133,8 +133,9 @@ static int run_rank(struct shared* sh, int rank, int victim, long k, int cid) {
   }
   /* armed from here: the walk covers what ncclguard does for the scenario, not the set-up */
   if (rank == victim && k >= 0) {
-    char fp[32], rep[300];
-    snprintf(fp, sizeof fp, "*:%ld", k);
+    char fp[128], rep[300];
+    /* FAILWALK_FP=NAME: the k-th hit of that failpoint instead of the k-th of any (reproducing one case) */
+    snprintf(fp, sizeof fp, "%s:%ld", getenv("FAILWALK_FP") ? getenv("FAILWALK_FP") : "*", k);
     snprintf(rep, sizeof rep, "%s/c%d.r%d", repdir, cid, rank);
     setenv("NG_FAILPOINT_REPORT", rep, 1);
     setenv("NG_FAILPOINT", fp, 1);
