@@ -402,7 +402,8 @@ echo "$out" | grep -Eq '^OK +python\.nccl-pin ' && pass doctor-torch-nccl-pin-sa
 # whose problem it answers (a NULL communicator, registration under graph capture, PyTorch's lazy
 # communicators) are OK "guarded", not WARN: -q --strict passes on a host with no other problem;
 # without it (or with NCCLGUARD_DISABLE=1) the same host keeps its WARN lines and their fix
-if [ -e "$FAKE/libcuda.so.1" ] && [ -e "$FAKE/libnccl.so.2" ]; then
+if [ "${NG_VARIANT:-plain}" != plain ]; then echo "# skip doctor-guarded-*: the plain variant runs them (the launcher preloads the library alone; a sanitizer runtime would have to come first)"
+elif [ -e "$FAKE/libcuda.so.1" ] && [ -e "$FAKE/libnccl.so.2" ]; then
   printf 'class nccl:\n    @staticmethod\n    def version(): return (2, 28, 9)\n' >"$T/ft/torch/cuda/__init__.py"
   dg() { clean_env PYTHONPATH="$T/ft" LD_LIBRARY_PATH="$FAKE" FAKE_NCCL_VERSION=22809 FAKE_CUDA_DEVICES=2 "$@"; }
   rows='(nccl\.null-comm|nccl\.graph-capture|python\.nccl\.null-comm|python\.nccl\.graph-capture|python\.lazy-comm)'
