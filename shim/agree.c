@@ -105,6 +105,13 @@ ncclResult_t ng_wait_ready(ncclComm_t comm, int dev) { return ng_wait_ready_unti
  * out itself (bounded the same way). */
 int ng_can_revoke(void) { return ng_nccl_version() >= 22807 && ng_real(NG_ID_ncclCommRevoke); }
 
+/* NCCL's answer to "is an operation of this nonblocking communicator still in progress" */
+static int busy(ncclComm_t comm) {
+  ncclResult_t a = ncclSuccess, q;
+  NG_CALL(q, ncclCommGetAsyncError, comm, &a);
+  return q == ncclSuccess && a == ncclInProgress;
+}
+
 static void revoke_comm(ncclComm_t comm, uint64_t gen, int dev, const char* why) {
   struct ng_commview v;
   int known = ng_reg_comm_get(comm, &v);
@@ -126,9 +133,10 @@ static void revoke_comm(ncclComm_t comm, uint64_t gen, int dev, const char* why)
    * enqueued) answers calls with ncclInvalidArgument until it is done ("Attempt to use communicator before
    * the previous operation returned ncclSuccess", measured for registration on 2.28.9; the fake applies it to
    * revoke too): tried again until it takes, bounded by the timeout, while the communicator is still
-   * ncclguard's to call */
+   * ncclguard's to call, and only while NCCL says an operation is in progress (any other refusal, such as a
+   * communicator already revoked by another copy of the caller, is final) */
   double delay = 100, until = ng_deadline();
-  while (r == ncclInvalidArgument && ng_now_us() < until && ng_reg_comm_usable(comm, known ? v.gen : 0)) {
+  while (r == ncclInvalidArgument && busy(comm) && ng_now_us() < until && ng_reg_comm_usable(comm, known ? v.gen : 0)) {
     nap(&delay);
     NG_CALL(r, ncclCommRevoke, comm, 0);
   }

@@ -29,6 +29,12 @@ NCCLGUARD_TIMEOUT=2 f late-out late --late 4 --timeout 25
   && [ "$secs" -le 12 ] && lhas late-out 'reason=timeout' \
   && pass late-peer-past-timeout-bounded-error || fail late-peer-past-timeout-bounded-error "$(why late-out)"
 lhas late-out 'revoked by ncclguard' && pass timeout-revokes-communicator || fail timeout-revokes-communicator "$(why late-out)"
+# a revoke ncclguard did not see (NCCL's own pncclCommRevoke): its give-up's revoke is refused by NCCL
+# ("already revoked") and is final, not retried until the timeout (a retry is only for an operation in progress)
+NCCLGUARD_TIMEOUT=3 f hidden-revoke hidden-revoke --timeout 20
+r0ms=$(echo "$out" | sed -n 's/.*RESULT ok rank=0 .* ms=\([0-9]*\).*/\1/p')
+[ "$(nres ok)" = 2 ] && [ -n "$r0ms" ] && [ "$r0ms" -lt 1500 ] && lhas hidden-revoke 'could not be revoked by ncclguard' \
+  && pass give-up-revoke-refused-is-final || fail give-up-revoke-refused-is-final "rank 0 ms=${r0ms:-?} $(why hidden-revoke)"
 # the late rank's first round stays blocked in NCCL's connection setup (the fake, as NCCL 2.28.9): it is
 # abandoned, and the application's ncclCommAbort of that communicator does not reach NCCL under it
 lhas late-out 'is still setting up its connections .* ncclguard stops waiting' \

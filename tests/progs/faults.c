@@ -26,6 +26,9 @@
  *                                       rank, 3 size 0 on one rank; MASK picks them, default 0xf); the
  *                                       communicator is recreated after an abort or an error;
  *                                       --max-growth-kb K fails a rank whose VmRSS grew more than K
+ *   faults hidden-revoke                rank 0 revokes its communicator through pncclCommRevoke (NCCL's own
+ *                                       name: a revoke ncclguard does not see), then every rank registers
+ *                                       (an error on each; rank 0's must not wait for a revoke NCCL refuses)
  * Every rank prints "RESULT rank=R ..." lines; the parent exits 124 if a rank is still running after
  * --timeout SEC (default 60), 1 if a rank failed its checks, else 0. A rank's checks: the calls
  * return (no hang, no crash); in `cycles`, every rank saw the same outcome class in each cycle and
@@ -146,6 +149,25 @@ static int run_rank(int rank) {
     else ncclCommAbort(c);
     ncclMemFree(b);
     bad = r != ncclSuccess;
+  } else if (!strcmp(mode, "hidden-revoke")) {
+    ncclComm_t c = init_comm(rank, 1);
+    if (!c) return 1;
+    void* b = NULL;
+    ncclMemAlloc(&b, 1 << 21);
+    if (rank == 0) {
+      ncclResult_t (*prevoke)(ncclComm_t, int) = (ncclResult_t(*)(ncclComm_t, int))dlsym(RTLD_DEFAULT, "pncclCommRevoke");
+      ncclResult_t rv = prevoke ? prevoke(c, 0) : ncclInvalidUsage;
+      ng_say("rank %d/%d: hidden revoke %s", rank, nranks, ng_rc_name(rv));
+    }
+    ncclWindow_t w = NULL;
+    double t0 = ng_now_us();
+    ncclResult_t r = ncclCommWindowRegister(c, b, 1 << 21, &w, NCCL_WIN_COLL_SYMMETRIC);
+    ng_say("rank %d/%d: RESULT %s rank=%d reg=%s win=%s ms=%.0f", rank, nranks, r != ncclSuccess && !w ? "ok" : "fail",
+           rank, ng_rc_name(r), w ? "set" : "null", (ng_now_us() - t0) / 1e3);
+    if (w) ncclCommWindowDeregister(c, w);
+    ncclCommAbort(c);
+    ncclMemFree(b);
+    bad = r == ncclSuccess || w;
   } else if (!strcmp(mode, "abort")) {
     ncclComm_t c = init_comm(rank, 1);
     if (!c) return 1;
