@@ -406,6 +406,10 @@ int ng_reg_win_ref(ncclWindow_t win, int delta);
 int ng_reg_win_del(ncclWindow_t win, int* seq, void** buff, size_t* size);
 int ng_reg_buf_add(void* handle, ncclComm_t comm, void* buff, size_t size);
 int ng_reg_buf_del(void* handle);
+/* What ncclguard saw a handle made by: NG_HANDLE_WINDOW (a live window), NG_HANDLE_BUFFER (a live
+ * ncclCommRegister handle), 0 (neither). */
+enum { NG_HANDLE_WINDOW = 1, NG_HANDLE_BUFFER = 2 };
+int ng_reg_handle_kind(const void* h);
 void ng_reg_reset_after_fork(void);
 void ng_reg_fork_lock(int on);
 long ng_reg_live_windows(void);
@@ -443,7 +447,7 @@ ncclResult_t ng_wait_ready(ncclComm_t comm, int dev);
  * (entries on one communicator travel as one all-reduce, all communicators in one NCCL group) and
  * come back in place. Returns ncclSuccess when every communicator's round completed in step;
  * otherwise the entries' status says why and each failed communicator is left broken. */
-#define NG_NVOTE 40 /* int32 per registration: a flag per reason, then the slots below (the wire format) */
+#define NG_NVOTE 56 /* int32 per registration: a flag per reason, then the slots below (the wire format) */
 enum ng_agree_status { NG_AGREE_OK, NG_AGREE_TIMEOUT, NG_AGREE_STEP, NG_AGREE_ABORTED, NG_AGREE_FAILED,
                        NG_AGREE_SETTINGS /* completed in step, but the ranks' settings differ: every rank refuses */ };
 struct ng_vote {
@@ -497,6 +501,13 @@ enum {
   NG_VOTE_NO_REPEAT,               /* some rank has no live window registered with exactly these arguments
                                       (or its NCCL reuses allocations itself): 0 after the max = every rank
                                       serves this registration from its live window */
+  /* the window's layout, each as (x, -x): max and -min, so that after the max every rank knows whether all
+   * ranks agree (x == -(-x)) and the range. The size travels exact as three 22-bit pieces, and in 4 KiB
+   * units (rounded up, at most 2^31 - 1) for the range the log names */
+  NG_VOTE_SIZE_P0, NG_VOTE_SIZE_P1, NG_VOTE_SIZE_P2,
+  NG_VOTE_NSIZE_P0, NG_VOTE_NSIZE_P1, NG_VOTE_NSIZE_P2,
+  NG_VOTE_SIZE_4K, NG_VOTE_NSIZE_4K,
+  NG_VOTE_WFLAGS, NG_VOTE_NWFLAGS,
   NG_VOTE_END
 };
 _Static_assert(NG_VOTE_END <= NG_NVOTE, "vote layout");

@@ -266,6 +266,49 @@ static void vote_fill(struct ng_vote* vt, const struct ng_regreq* r) {
   vt->v[NG_VOTE_FACTS] = (int32_t)r->facts;
   if (r->facts) vt->v[NG_VOTE_FACTS_FIRST_BAD] = inv;
   vt->v[NG_VOTE_NO_REPEAT] = r->repeat_of ? 0 : 1;
+  uint64_t sz = (uint64_t)r->size;
+  for (int p = 0; p < 3; p++) {
+    int32_t piece = (int32_t)((sz >> (22 * p)) & 0x3fffff);
+    vt->v[NG_VOTE_SIZE_P0 + p] = piece;
+    vt->v[NG_VOTE_NSIZE_P0 + p] = -piece;
+  }
+  uint64_t units = sz / 4096 + (sz % 4096 != 0);
+  int32_t u = units > 0x7fffffffu ? 0x7fffffff : (int32_t)units;
+  vt->v[NG_VOTE_SIZE_4K] = u;
+  vt->v[NG_VOTE_NSIZE_4K] = -u;
+  vt->v[NG_VOTE_WFLAGS] = r->flags;
+  vt->v[NG_VOTE_NWFLAGS] = -r->flags;
+}
+
+/* The window's layout against its peers' (the reduced votes): LAYOUT_MISMATCH when the flags differ, or
+ * the sizes of symmetric windows differ where the loaded NCCL needs them equal (before 2.30.7 each rank
+ * takes its window's place in the symmetric space from its own size: symMemoryObtain -> ncclSpaceAlloc at
+ * v2.28.9-1; 2.30.7 reserves the largest size among the ranks, lsaMaxSize). Unequal sizes that NCCL takes
+ * are logged at INFO. */
+static int layout_check(struct ng_regreq* r, const int32_t* v, int sym) {
+  int flags_differ = v[NG_VOTE_WFLAGS] != -v[NG_VOTE_NWFLAGS];
+  int sizes_differ = 0;
+  for (int p = 0; p < 3; p++) sizes_differ |= v[NG_VOTE_SIZE_P0 + p] != -v[NG_VOTE_NSIZE_P0 + p];
+  if (!flags_differ && !sizes_differ) return NG_R_OK;
+  int symmetric = (v[NG_VOTE_WFLAGS] & NCCL_WIN_COLL_SYMMETRIC) != 0;
+  int refuse = flags_differ || (sizes_differ && sym && symmetric && ng_nccl_version() < 23007);
+  double lo = (double)-v[NG_VOTE_NSIZE_4K] * 4096, hi = (double)v[NG_VOTE_SIZE_4K] * 4096;
+  char msg[480];
+  if (flags_differ)
+    snprintf(msg, sizeof msg, "the ranks of communicator %p registered windows with different flags at step %d "
+             "(from %d to %d; this rank, %d: flags=%d, size=%zu): a window symmetric on some ranks only is refused "
+             "on every rank", (void*)r->comm, r->seq, -v[NG_VOTE_NWFLAGS], v[NG_VOTE_WFLAGS], r->cv.rank, r->flags,
+             r->size);
+  else
+    snprintf(msg, sizeof msg, "the ranks of communicator %p registered windows of different sizes at step %d: from "
+             "%.0f to %.0f bytes (4 KiB units; this rank, %d: %zu bytes)%s", (void*)r->comm, r->seq, lo, hi,
+             r->cv.rank, r->size,
+             refuse ? ": the loaded NCCL places each rank's symmetric window by its own size (before 2.30.7), so "
+                      "its collectives would read the wrong memory; refused on every rank"
+             : !symmetric || !sym ? ": not a symmetric window here, NCCL takes it as it is"
+                                  : ": NCCL 2.30.7+ reserves the largest of them on every rank, so it is registered");
+  ng_log_msg(refuse ? NG_LOG_WARN : NG_LOG_INFO, r->cv.dev, "layout", "%s", msg);
+  return refuse ? NG_R_LAYOUT_MISMATCH : NG_R_OK;
 }
 
 /* THE decision, from the reduced votes alone (so every rank takes the same one). */
@@ -281,6 +324,11 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
   unsigned facts = (unsigned)v[NG_VOTE_FACTS];
   int reason = lowest_reason(always), bad = v[NG_VOTE_FIRST_BAD];
   if (!reason && sym && facts) reason = lowest_reason(facts), bad = v[NG_VOTE_FACTS_FIRST_BAD];
+  if (!reason && (reason = layout_check(r, v, sym))) { /* every rank's own reason: one layout, seen alike */
+    r->local_reason = reason;
+    fallback(r, reason, reason, -1);
+    return;
+  }
   if (!reason && !v[NG_VOTE_NO_REPEAT] && r->repeat_of) {
     /* every rank has a live window registered with exactly these arguments (agreed: one rank serving the
      * repeat while a peer calls NCCL would leave that peer in NCCL's exchange): served from it */

@@ -482,6 +482,19 @@ int ng_reg_buf_del(void* handle) {
   return b != NULL;
 }
 
+int ng_reg_handle_kind(const void* h) {
+  if (!h) return 0;
+  pthread_mutex_lock(&lock);
+  struct win_ent* w = NULL;
+  struct buf_ent* b = NULL;
+  ncclWindow_t wk = (ncclWindow_t)(uintptr_t)h;
+  void* bk = (void*)(uintptr_t)h;
+  HASH_FIND_PTR(wins, &wk, w);
+  if (!w) HASH_FIND_PTR(bufs, &bk, b);
+  pthread_mutex_unlock(&lock);
+  return w ? NG_HANDLE_WINDOW : b ? NG_HANDLE_BUFFER : 0;
+}
+
 long ng_reg_live_windows(void) {
   pthread_mutex_lock(&lock);
   long n = live_windows;

@@ -386,3 +386,47 @@ for v in 22703 22809 22903 23007; do
     esac
   done
 done
+
+# --- one window layout on every rank (faults layout-*: step 0 differs on the last rank, step 1 is the same
+# everywhere and its all-reduce is checked). Sizes: before 2.30.7 each rank places its symmetric window by
+# its own size, so the step-1 windows sit at different offsets and the symmetric all-reduce reads the wrong
+# memory (the fake: garbage, silently); ncclguard refuses step 0 on every rank (degraded) and the all-reduce
+# is right. From 2.30.7 (the largest size reserved on every rank) unequal sizes are registered, logged at INFO.
+L=$PROGS/faults
+for v in 22809 22907; do
+  out=$(FAKE_NCCL_VERSION=$v bare_run "$L" layout-sizes --timeout 20 2>/dev/null); rc=$?
+  [ "$(echo "$out" | grep -c 'RESULT fail .*sum=wrong')" -ge 1 ] && pass "layout-sizes-$v-wrong-data-without" \
+    || fail "layout-sizes-$v-wrong-data-without" "rc=$rc $(echo "$out" | grep RESULT | tr '\n' ' ')"
+  out=$(FAKE_NCCL_VERSION=$v NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/lay-$v.%p.log" fake_run "$L" layout-sizes --timeout 20 2>/dev/null); rc=$?
+  [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*win0=null .*win1=set .*sum=ok')" = 2 ] \
+    && [ "$(logs lay-$v | grep -c 'seq=0 .*decision=degrade reason=layout_mismatch')" = 2 ] \
+    && [ "$(logs lay-$v | grep -c 'fn=layout msg="the ranks of communicator .* different sizes at step 0: from 2097152 to 4194304 bytes')" = 2 ] \
+    && pass "layout-mismatch-$v-refused-every-rank" || fail "layout-mismatch-$v-refused-every-rank" "$(why lay-$v)"
+done
+out=$(FAKE_NCCL_VERSION=23007 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/lay-23007.%p.log" fake_run "$L" layout-sizes --timeout 20 2>/dev/null); rc=$?
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*win0=set .*win1=set .*sum=ok')" = 2 ] \
+  && [ "$(logs lay-23007 | grep -c 'INFO fn=layout .*NCCL 2.30.7+ reserves the largest')" = 2 ] \
+  && ! lhas lay-23007 'decision=(degrade|error)' \
+  && pass layout-sizes-2.30.7-registered-info || fail layout-sizes-2.30.7-registered-info "$(why lay-23007)"
+# flags (symmetric on some ranks only): refused on every rank, on every version
+for v in 22703 22809 23007; do
+  out=$(FAKE_NCCL_VERSION=$v NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/layf-$v.%p.log" fake_run "$L" layout-flags --timeout 20 2>/dev/null); rc=$?
+  [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*win0=null .*win1=set .*sum=ok')" = 2 ] \
+    && [ "$(logs layf-$v | grep -c 'seq=0 .*decision=degrade reason=layout_mismatch')" = 2 ] \
+    && [ "$(logs layf-$v | grep -c 'different flags at step 0')" = 2 ] \
+    && pass "layout-flags-mismatch-$v-refused-every-rank" || fail "layout-flags-mismatch-$v-refused-every-rank" "$(why layf-$v)"
+done
+# NCCLGUARD_ON_FAILURE=error: the same refusal as an error on every rank
+out=$(FAKE_NCCL_VERSION=22809 NCCLGUARD_ON_FAILURE=error NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/laye.%p.log" fake_run "$L" layout-sizes --timeout 20 2>/dev/null); rc=$?
+[ "$(echo "$out" | grep -c 'RESULT fail .*reg0=ncclInvalidArgument win0=null .*win1=set .*sum=ok')" = 2 ] \
+  && [ "$(logs laye | grep -c 'seq=0 .*decision=error reason=layout_mismatch')" = 2 ] \
+  && pass layout-mismatch-on-failure-error || fail layout-mismatch-on-failure-error "$(why laye)"
+
+# --- window handles kept apart: a window given to ncclCommDeregister (pytorch#181610) and a buffer
+# registration's handle to ncclCommWindowDeregister: ncclInvalidArgument, nothing deregistered, one line
+# naming the right function; each handle then deregisters with its own function
+out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/hswap.%p.log" fake_run "$PROGS/faults" handle-swap --timeout 20 2>/dev/null); rc=$?
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*win_to_dereg=ncclInvalidArgument handle_to_windereg=ncclInvalidArgument windereg=ncclSuccess dereg=ncclSuccess')" = 2 ] \
+  && [ "$(logs hswap | grep -c 'fn=ncclCommDeregister .*decision=error reason=wrong_handle msg=".* is a window .*Fix: deregister it with ncclCommWindowDeregister')" = 2 ] \
+  && [ "$(logs hswap | grep -c 'fn=ncclCommWindowDeregister .*decision=error reason=wrong_handle msg=".*Fix: deregister it with ncclCommDeregister')" = 2 ] \
+  && pass window-handle-deregister || fail window-handle-deregister "$(why hswap)"

@@ -61,6 +61,7 @@ struct fn_cdesc {
   uint64_t k1;          /* k + 1 (0: nothing posted yet) */
   int kind, dt, op, root, caller;
   uint64_t count;
+  long long symoff;     /* the receive buffer's offset in the symmetric space (-1: not in a window) */
 };
 struct fn_xslot {
   uint64_t gen;
@@ -164,6 +165,7 @@ void fn_unlock(void);
 struct ncclComm *fn_comm_new(void);
 int fn_comm_known(struct ncclComm *c);
 void fn_win_add(struct ncclWindow_vidmem *w);
+long long fn_win_symoff(struct ncclComm *c, const void *p);
 int fn_win_known(struct ncclWindow_vidmem *w);
 /* argument/state check of a communicator at call time */
 /* NCCL's abort flags are atomics: read and written from other threads than the one waiting on them */

@@ -162,6 +162,7 @@ static void check_post(struct ncclComm *c, const struct coll *a, char *line, siz
   mine->op = a->kind == K_ALLREDUCE ? (int)a->op : -1; /* the op of a non-reduction means nothing */
   mine->root = -1;                                       /* no rooted collective in the fake */
   mine->caller = a->caller;
+  mine->symoff = fn_win_symoff(c, a->recv);
   mine->k1 = a->seq + 1;
   if (s->mm_k1 == a->seq + 1) return; /* already recorded for this k */
   for (int r = 0; r < c->nranks; r++) {
@@ -195,6 +196,24 @@ static void record_mismatch(const char *line)
 
 static unsigned char *staging(struct ncclComm *c, int r) { return (unsigned char *)c->shm + c->shm->coll_off + (size_t)r * FN_COLL_CAP; }
 
+/* A symmetric all-reduce on windows that sit at different offsets on the ranks (NCCL 2.28.0-2.30.6: each
+ * rank places a window in the symmetric space by its own size, symMemoryObtain -> ncclSpaceAlloc at
+ * v2.28.9-1, so ranks that registered different sizes earlier place later windows apart) reads each peer
+ * at this rank's own offset: the wrong memory, silently (sglang#33037). 2.30.7 reserves the largest size
+ * among the ranks (lsaMaxSize): the same offsets, not modelled further. Caller: after the contribution
+ * barrier (every rank's descriptor of this collective posted). */
+static int offsets_differ(struct ncclComm *c)
+{
+  int v = fn_version();
+  if (v < 22800 || v >= 23007) return 0;
+  long long o0 = c->shm->cdesc[0].symoff;
+  for (int r = 0; r < c->nranks; r++)
+    if (c->shm->cdesc[r].symoff < 0) return 0; /* not every rank's buffer is a window: no symmetric kernel */
+  for (int r = 1; r < c->nranks; r++)
+    if (c->shm->cdesc[r].symoff != o0) return 1;
+  return 0;
+}
+
 static void run_coll(struct coll *a)
 {
   struct ncclComm *c = a->c;
@@ -226,6 +245,7 @@ static void run_coll(struct coll *a)
       unsigned char *tmp = malloc(e * es + 1);
       memcpy(tmp, staging(c, 0), e * es);
       for (int r = 1; r < n; r++) reduce_into(tmp, staging(c, r), e, a->dt, a->op);
+      if (offsets_differ(c)) memset(tmp, 0xa5, e * es); /* read a peer's memory at the wrong place: garbage */
       if (a->op == ncclAvg) divide(tmp, e, a->dt, n);
       memcpy(rcv + off * es, tmp, e * es);
       free(tmp);

@@ -407,6 +407,23 @@ static struct ncclWindow_vidmem *win_new(struct ncclComm *c, struct reg_arg *a, 
   return w;
 }
 
+/* The offset of p in the communicator's symmetric space: p inside a live symmetric window that has a place
+ * there (2.28+), else -1. NCCL's symmetric kernels address a peer's copy of a window at this rank's own
+ * offset (the window's place + p - its allocation base): the collectives compare it (nccl_coll.c). */
+long long fn_win_symoff(struct ncclComm *c, const void *p)
+{
+  long long off = -1;
+  pthread_mutex_lock(&c->lk);
+  for (struct ncclWindow_vidmem *w = c->wins; w; w = w->next)
+    if (w->live && w->mem && (const char *)p >= (const char *)w->buff &&
+        (const char *)p < (const char *)w->buff + w->size) {
+      off = (long long)(w->mem->off + ((CUdeviceptr)(uintptr_t)p - w->mem->base));
+      break;
+    }
+  pthread_mutex_unlock(&c->lk);
+  return off;
+}
+
 /* 2.27 (src/register/register.cc, ncclCommWindowRegister at v2.27.7-1): everything but the exchange
  * happens in the call, inside an application group too. NCCL_LOCAL_REGISTER=0 or cuMem off: success
  * with a NULL window, before it asks for symmetric support; then the allocation is looked up

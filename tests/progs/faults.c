@@ -29,6 +29,13 @@
  *   faults hidden-revoke                rank 0 revokes its communicator through pncclCommRevoke (NCCL's own
  *                                       name: a revoke ncclguard does not see), then every rank registers
  *                                       (an error on each; rank 0's must not wait for a revoke NCCL refuses)
+ *   faults layout-sizes                 step 0: the last rank registers a 4 MiB allocation where the others
+ *                                       register 2 MiB; step 1: every rank 2 MiB; then an all-reduce on the
+ *                                       step-1 window (RESULT fail: wrong sum or a failed call)
+ *   faults layout-flags                 the same, step 0 with the same size but flags 0 on the last rank
+ *                                       (NCCL_WIN_COLL_SYMMETRIC on the others)
+ *   faults handle-swap [-n 1]           a window given to ncclCommDeregister and a buffer registration's
+ *                                       handle to ncclCommWindowDeregister, then each to its own function
  * Every rank prints "RESULT rank=R ..." lines; the parent exits 124 if a rank is still running after
  * --timeout SEC (default 60), 1 if a rank failed its checks, else 0. A rank's checks: the calls
  * return (no hang, no crash); in `cycles`, every rank saw the same outcome class in each cycle and
@@ -168,6 +175,59 @@ static int run_rank(int rank) {
     ncclCommAbort(c);
     ncclMemFree(b);
     bad = r == ncclSuccess || w;
+  } else if (!strncmp(mode, "layout-", 7)) {
+    ncclComm_t c = init_comm(rank, 1);
+    if (!c) return 1;
+    int last = rank == nranks - 1, sizes = !strcmp(mode, "layout-sizes");
+    size_t s0 = sizes && last ? (4u << 20) : (2u << 20);
+    int f0 = !sizes && last ? 0 : NCCL_WIN_COLL_SYMMETRIC;
+    void *a = NULL, *b = NULL;
+    ncclMemAlloc(&a, s0);
+    ncclMemAlloc(&b, 2u << 20);
+    ncclWindow_t w0 = NULL, w1 = NULL;
+    ncclResult_t r0 = ncclCommWindowRegister(c, a, s0, &w0, f0);
+    ncclResult_t r1 = ncclCommWindowRegister(c, b, 2u << 20, &w1, NCCL_WIN_COLL_SYMMETRIC);
+    enum { COUNT = 1024 };
+    float host[COUNT];
+    for (int i = 0; i < COUNT; i++) host[i] = (float)(rank + 1);
+    cudaMemcpy(b, host, sizeof host, cudaMemcpyHostToDevice);
+    cudaStream_t st;
+    cudaStreamCreate(&st);
+    ncclResult_t ar = ncclAllReduce(b, b, COUNT, ncclFloat, ncclSum, c, st);
+    cudaError_t ce = cudaStreamSynchronize(st);
+    cudaMemcpy(host, b, sizeof host, cudaMemcpyDeviceToHost);
+    int sum_ok = 1;
+    for (int i = 0; i < COUNT; i++) sum_ok &= host[i] == (float)(nranks * (nranks + 1) / 2);
+    bad = r0 != ncclSuccess || r1 != ncclSuccess || ar != ncclSuccess || ce != cudaSuccess || !sum_ok;
+    ng_say("rank %d/%d: RESULT %s rank=%d reg0=%s win0=%s reg1=%s win1=%s allreduce=%s sum=%s", rank, nranks,
+           bad ? "fail" : "ok", rank, ng_rc_name(r0), w0 ? "set" : "null", ng_rc_name(r1), w1 ? "set" : "null",
+           ng_rc_name(ar), sum_ok ? "ok" : "wrong");
+    if (w1) ncclCommWindowDeregister(c, w1);
+    if (w0) ncclCommWindowDeregister(c, w0);
+    cudaStreamDestroy(st);
+    ncclCommDestroy(c);
+    ncclMemFree(a);
+    ncclMemFree(b);
+  } else if (!strcmp(mode, "handle-swap")) {
+    ncclComm_t c = init_comm(rank, 1);
+    if (!c) return 1;
+    void *a = NULL, *b = NULL, *h = NULL;
+    ncclMemAlloc(&a, 2u << 20);
+    ncclMemAlloc(&b, 2u << 20);
+    ncclWindow_t w = NULL;
+    ncclResult_t rw = ncclCommWindowRegister(c, a, 2u << 20, &w, NCCL_WIN_COLL_SYMMETRIC);
+    ncclResult_t rb = ncclCommRegister(c, b, 2u << 20, &h);
+    ncclResult_t x1 = ncclCommDeregister(c, (void *)w);              /* a window to the buffers' function */
+    ncclResult_t x2 = ncclCommWindowDeregister(c, (ncclWindow_t)h); /* and the other way round */
+    ncclResult_t d1 = ncclCommWindowDeregister(c, w), d2 = ncclCommDeregister(c, h);
+    bad = rw != ncclSuccess || !w || rb != ncclSuccess || x1 == ncclSuccess || x2 == ncclSuccess ||
+          d1 != ncclSuccess || d2 != ncclSuccess;
+    ng_say("rank %d/%d: RESULT %s rank=%d reg=%s breg=%s win_to_dereg=%s handle_to_windereg=%s windereg=%s dereg=%s",
+           rank, nranks, bad ? "fail" : "ok", rank, ng_rc_name(rw), ng_rc_name(rb), ng_rc_name(x1), ng_rc_name(x2),
+           ng_rc_name(d1), ng_rc_name(d2));
+    ncclCommDestroy(c);
+    ncclMemFree(a);
+    ncclMemFree(b);
   } else if (!strcmp(mode, "abort")) {
     ncclComm_t c = init_comm(rank, 1);
     if (!c) return 1;

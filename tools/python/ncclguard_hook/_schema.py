@@ -80,6 +80,8 @@ REASONS = (
     ("group_failed", "WARN", "lib"),
     ("group_rollback", "WARN", "lib"),
     ("shared_window", "INFO", "lib"),
+    ("layout_mismatch", "WARN", "lib"),
+    ("wrong_handle", "WARN", "lib"),
     ("lazy_comm", "INFO", "hook"),
     ("warmup_no_comm", "WARN", "hook"),
     ("comm_exists", "INFO", "hook"),
