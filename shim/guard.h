@@ -432,7 +432,7 @@ int ng_reason_level(int r);
 const char* ng_reason_advice(int r);
 /* The local checks NCCL `version`'s symmetric path makes of buff[0..size): *facts gets one bit per
  * reason it would refuse the buffer for; returns the lowest such reason, or NG_R_OK. */
-int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* facts);
+int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* facts, size_t* alloc);
 /* 1 if a graph capture makes NCCL `version`'s registration fail on this thread (before 2.30.7). */
 int ng_capture_hazard(int version);
 
@@ -508,6 +508,8 @@ enum {
   NG_VOTE_NSIZE_P0, NG_VOTE_NSIZE_P1, NG_VOTE_NSIZE_P2,
   NG_VOTE_SIZE_4K, NG_VOTE_NSIZE_4K,
   NG_VOTE_WFLAGS, NG_VOTE_NWFLAGS,
+  NG_VOTE_NULL_WIN, /* outcome round: NCCL answered success with a NULL window on some rank */
+  NG_VOTE_REAL_WIN, /* ... with a window on some rank */
   NG_VOTE_END
 };
 _Static_assert(NG_VOTE_END <= NG_NVOTE, "vote layout");
@@ -533,6 +535,8 @@ struct ng_regreq {
   int sym_all;      /* the vote: every rank's rules say NCCL takes its symmetric path */
   ncclWindow_t repeat_of; /* NCCL without reuse: the live window registered with exactly these arguments */
   int space_full;   /* NCCL without reuse failed: its symmetric address space has no room (#2331) */
+  size_t alloc_size; /* preflight: the size of the allocation behind buff (what NCCL 2.28+ places), 0: unknown */
+  int null_peer;    /* NCCL gave this rank a window and another rank a NULL one: dropped again here */
   int decision;
   ncclResult_t result;
   double t0;

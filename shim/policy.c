@@ -213,7 +213,7 @@ static void phase_preflight(struct ng_regreq* reqs, int n) {
     ng_rules_for(r->comm, r->cv.dev, r->cv.nranks, &r->rules);
     r->facts = 0;
     if (!r->arg_reason && ng_cfg.preflight) {
-      ng_preflight(r->buff, r->size, r->cv.dev, r->rules.version, &r->facts);
+      ng_preflight(r->buff, r->size, r->cv.dev, r->rules.version, &r->facts, &r->alloc_size);
       /* 2.27 fails an address that is no CUDA allocation on every path (cuMemGetAddressRange) */
       if (r->rules.all_paths && ng_cuda_is_allocation(r->buff, r->cv.dev) == 0) r->arg_reason = NG_R_NOT_DEVICE;
     }
@@ -266,7 +266,9 @@ static void vote_fill(struct ng_vote* vt, const struct ng_regreq* r) {
   vt->v[NG_VOTE_FACTS] = (int32_t)r->facts;
   if (r->facts) vt->v[NG_VOTE_FACTS_FIRST_BAD] = inv;
   vt->v[NG_VOTE_NO_REPEAT] = r->repeat_of ? 0 : 1;
-  uint64_t sz = (uint64_t)r->size;
+  /* the size NCCL 2.28+ places in the symmetric space is the allocation's (symMemoryObtain takes
+   * cuMemGetAddressRange's size, not the window's; 2.27 maps the whole allocation too) */
+  uint64_t sz = (uint64_t)r->alloc_size;
   for (int p = 0; p < 3; p++) {
     int32_t piece = (int32_t)((sz >> (22 * p)) & 0x3fffff);
     vt->v[NG_VOTE_SIZE_P0 + p] = piece;
@@ -296,13 +298,13 @@ static int layout_check(struct ng_regreq* r, const int32_t* v, int sym) {
   char msg[480];
   if (flags_differ)
     snprintf(msg, sizeof msg, "the ranks of communicator %p registered windows with different flags at step %d "
-             "(from %d to %d; this rank, %d: flags=%d, size=%zu): a window symmetric on some ranks only is refused "
-             "on every rank", (void*)r->comm, r->seq, -v[NG_VOTE_NWFLAGS], v[NG_VOTE_WFLAGS], r->cv.rank, r->flags,
-             r->size);
+             "(from %d to %d; this rank, %d: flags=%d, size=%zu): NCCL does not exchange flags, and the ranks would "
+             "fall out of step in its exchanges; a window symmetric on some ranks only is refused on every rank",
+             (void*)r->comm, r->seq, -v[NG_VOTE_NWFLAGS], v[NG_VOTE_WFLAGS], r->cv.rank, r->flags, r->size);
   else
-    snprintf(msg, sizeof msg, "the ranks of communicator %p registered windows of different sizes at step %d: from "
-             "%.0f to %.0f bytes (4 KiB units; this rank, %d: %zu bytes)%s", (void*)r->comm, r->seq, lo, hi,
-             r->cv.rank, r->size,
+    snprintf(msg, sizeof msg, "the ranks of communicator %p registered windows in allocations of different sizes at "
+             "step %d: from %.0f to %.0f bytes (4 KiB units; this rank, %d: window %zu bytes in an allocation of %zu)%s",
+             (void*)r->comm, r->seq, lo, hi, r->cv.rank, r->size, r->alloc_size,
              refuse ? ": the loaded NCCL places each rank's symmetric window by its own size (before 2.30.7), so "
                       "its collectives would read the wrong memory; refused on every rank"
              : !symmetric || !sym ? ": not a symmetric window here, NCCL takes it as it is"
@@ -327,6 +329,24 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
   if (!reason && (reason = layout_check(r, v, sym))) { /* every rank's own reason: one layout, seen alike */
     r->local_reason = reason;
     fallback(r, reason, reason, -1);
+    return;
+  }
+  if (!reason && v[NG_VOTE_SYM_YES] && v[NG_VOTE_SYM_NO] && (v[NG_VOTE_WFLAGS] & NCCL_WIN_COLL_SYMMETRIC) &&
+      ng_nccl_version() >= 22800) {
+    /* symmetric support on some ranks only: NCCL 2.28+ answers a rank without it locally (2.29+: success with a
+     * NULL window; 2.28: a local handle) while the others wait for it in the registration's exchange (a hang;
+     * torchcomms#4036, sglang#32200). One answer on every rank, before NCCL: NULL */
+    r->agreed_reason = NG_R_NULL_WINDOW;
+    r->local_reason = r->rules.sym == NG_SYM_NO ? NG_R_NULL_WINDOW : NG_R_OK;
+    ng_reg_comm_mark(r->comm, 0, 0, 1);
+    if (ng_cfg.null_window == NG_NULLWIN_ERROR) r->decision = NG_D_ERROR, r->result = ncclInvalidUsage;
+    else r->decision = NG_D_DEGRADE, r->result = ncclSuccess, *r->win = NULL;
+    char msg[700];
+    snprintf(msg, sizeof msg, "symmetric support on some ranks of this communicator only (here: %s): NCCL would give "
+             "the ranks without it a NULL window (2.28: a local one) and leave the others waiting for them; every rank "
+             "takes a NULL window instead. %s", r->rules.sym == NG_SYM_NO ? "none" : "yes",
+             ng_reason_advice(NG_R_NULL_WINDOW));
+    ng_log_msg(NG_LOG_WARN, r->cv.dev, "symmetric", "communicator %p, step %d: %s", (void*)r->comm, r->seq, msg);
     return;
   }
   if (!reason && !v[NG_VOTE_NO_REPEAT] && r->repeat_of) {
@@ -574,6 +594,7 @@ static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, 
     votes[nv].dev = reqs[i].cv.dev;
     /* the worst NCCL result anywhere: invalid argument (4) degrades, others (and ours) error */
     if (reqs[i].result != ncclSuccess) votes[nv].v[NG_VOTE_FAILED] = degradable_here(&reqs[i]) ? 1 : 2 + reqs[i].result;
+    else votes[nv].v[*reqs[i].win ? NG_VOTE_REAL_WIN : NG_VOTE_NULL_WIN] = 1;
     nv++;
   }
   ncclResult_t a = ng_agree(votes, nv, "registration outcome");
@@ -593,6 +614,16 @@ static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, 
       continue;
     }
     int32_t f = vt->v[NG_VOTE_FAILED];
+    if (!f && ok_here && *r->win && vt->v[NG_VOTE_NULL_WIN] && ng_reg_comm_usable(r->comm, r->cv.gen)) {
+      /* success with a NULL window on another rank and a window here (torchcomms#4036): one answer on every
+       * rank, NULL, so that no rank runs symmetric kernels its peers cannot pair (deregistration is local) */
+      ncclResult_t d;
+      NG_CALL(d, ncclCommWindowDeregister, r->comm, *r->win);
+      (void)d;
+      *r->win = NULL;
+      r->null_peer = 1;
+      continue;
+    }
     if (!f) continue;
     ncclResult_t worst = f == 1 ? ncclInvalidArgument : (ncclResult_t)(f - 2);
     if (ok_here && ng_reg_comm_usable(r->comm, r->cv.gen)) {
@@ -610,7 +641,8 @@ static void phase_null_window(struct ng_regreq* reqs, int n) {
   for (int i = 0; i < n; i++) {
     struct ng_regreq* r = &reqs[i];
     if (r->decision != NG_D_REGISTER || r->result != ncclSuccess || *r->win) continue;
-    r->agreed_reason = r->local_reason = NG_R_NULL_WINDOW;
+    r->agreed_reason = NG_R_NULL_WINDOW;
+    r->local_reason = r->null_peer ? NG_R_OK : NG_R_NULL_WINDOW; /* peer_null_window where it was another rank's */
     ng_reg_comm_mark(r->comm, 0, 0, 1);
     if (ng_cfg.null_window == NG_NULLWIN_ERROR) {
       r->decision = NG_D_ERROR;
@@ -620,7 +652,11 @@ static void phase_null_window(struct ng_regreq* reqs, int n) {
        * rules' reading of why the communicator has no symmetric support */
       char msg[640];
       unsigned alloc = r->facts & ((1u << NG_R_MISALIGNED) | (1u << NG_R_OUT_OF_RANGE));
-      if (r->rules.all_paths && alloc)
+      if (r->null_peer)
+        snprintf(msg, sizeof msg, "NCCL returned success with a NULL window on another rank and a window here: this "
+                 "rank's window was deregistered again, so that every rank has the same answer (NULL). %s",
+                 ng_reason_advice(NG_R_NULL_WINDOW));
+      else if (r->rules.all_paths && alloc)
         snprintf(msg, sizeof msg, "NCCL returned success with a NULL window: %s",
                  ng_reason_advice(alloc & (1u << NG_R_MISALIGNED) ? NG_R_MISALIGNED : NG_R_OUT_OF_RANGE));
       else if (r->rules.sym != NG_SYM_YES && r->rules.why[0])

@@ -30,7 +30,8 @@ int ng_reason_level(int r) { return (unsigned)r < NG_NREASONS ? reasons[r].level
 /* NG_R_OK has no advice to give (its table text describes it for docs/LOG.md). */
 const char* ng_reason_advice(int r) { return (unsigned)r < NG_NREASONS && r != NG_R_OK ? reasons[r].advice : ""; }
 
-int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* facts) {
+int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* facts, size_t* alloc) {
+  *alloc = 0;
   (void)dev; /* a buffer on another GPU than the communicator's: NCCL's own business, not checked */
   *facts = 0;
   if (!ng_cuda_ok()) return NG_R_OK; /* nothing can be checked: NCCL decides */
@@ -45,6 +46,7 @@ int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* 
   else if (!vmm)
     *facts |= 1u << NG_R_NOT_VMM;
   else {
+    *alloc = asize;
     if (v227) {
       if (base % (2u << 20) || asize % (2u << 20)) *facts |= 1u << NG_R_MISALIGNED;
     } else if ((p - base) % 4096) {

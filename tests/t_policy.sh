@@ -400,7 +400,7 @@ for v in 22809 22907; do
   out=$(FAKE_NCCL_VERSION=$v NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/lay-$v.%p.log" fake_run "$L" layout-sizes --timeout 20 2>/dev/null); rc=$?
   [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*win0=null .*win1=set .*sum=ok')" = 2 ] \
     && [ "$(logs lay-$v | grep -c 'seq=0 .*decision=degrade reason=layout_mismatch')" = 2 ] \
-    && [ "$(logs lay-$v | grep -c 'fn=layout msg="the ranks of communicator .* different sizes at step 0: from 2097152 to 4194304 bytes')" = 2 ] \
+    && [ "$(logs lay-$v | grep -c 'fn=layout msg="the ranks of communicator .* allocations of different sizes at step 0: from 2097152 to 4194304 bytes')" = 2 ] \
     && pass "layout-mismatch-$v-refused-every-rank" || fail "layout-mismatch-$v-refused-every-rank" "$(why lay-$v)"
 done
 out=$(FAKE_NCCL_VERSION=23007 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/lay-23007.%p.log" fake_run "$L" layout-sizes --timeout 20 2>/dev/null); rc=$?
@@ -430,3 +430,18 @@ out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/hswap.%p.log" fake_run "$PROGS/f
   && [ "$(logs hswap | grep -c 'fn=ncclCommDeregister .*decision=error reason=wrong_handle msg=".* is a window .*Fix: deregister it with ncclCommWindowDeregister')" = 2 ] \
   && [ "$(logs hswap | grep -c 'fn=ncclCommWindowDeregister .*decision=error reason=wrong_handle msg=".*Fix: deregister it with ncclCommDeregister')" = 2 ] \
   && pass window-handle-deregister || fail window-handle-deregister "$(why hswap)"
+
+# --- symmetric support on some ranks only (rank 1 without it: FAKE_NCCL_NO_SYMMETRIC there). NCCL 2.29+
+# answers that rank at once with success and a NULL window, before any exchange, while rank 0 waits for it in
+# the registration's exchange: a hang (NCCL's source at v2.29.7-1/v2.30.7-1, dev_runtime.cc). With ncclguard
+# the vote sees both answers and every rank takes a NULL window before NCCL; the all-reduce runs unregistered.
+for v in 22907 23007; do
+  FAKE_NCCL_VERSION=$v NGTEST_ENV_RANK1=FAKE_NCCL_NO_SYMMETRIC=1 b nullmix-bare-$v --timeout 6
+  [ $rc != 0 ] && echo "$out" | grep -q 'hang in ncclCommWindowRegister' && pass "null-window-mixed-$v-hangs-without" \
+    || fail "null-window-mixed-$v-hangs-without" "rc=$rc $(echo "$out" | grep RESULT | tr '\n' ' ')"
+  FAKE_NCCL_VERSION=$v NGTEST_ENV_RANK1=FAKE_NCCL_NO_SYMMETRIC=1 g nullmix-$v --expect-win null --timeout 20
+  [ $rc = 0 ] && [ "$(nok)" = 2 ] && lhas nullmix-$v 'rank=0 .*decision=degrade reason=peer_null_window' \
+    && lhas nullmix-$v 'rank=1 .*decision=degrade reason=null_window' \
+    && [ "$(logs nullmix-$v | grep -c 'fn=symmetric msg=".*symmetric support on some ranks of this communicator only')" = 2 ] \
+    && pass "null-window-mixed-$v-agreed" || fail "null-window-mixed-$v-agreed" "$(why nullmix-$v)"
+done

@@ -116,7 +116,9 @@ ncclResult_t pncclCommDeregister(const ncclComm_t comm, void *handle)
     for (struct fn_reg **pp = &comm->regs; *pp; pp = &(*pp)->next)
       if (*pp == handle) { (*pp)->live = 0; *pp = (*pp)->next; found = 1; break; }
     pthread_mutex_unlock(&comm->lk);
-    if (!found) { fn_set_error("ncclCommDeregister: unknown handle %p", handle); r = ncclInvalidArgument; }
+    /* "Deregister: Could not find handle" and ncclInvalidUsage (commDeregister, src/register/register.cc at
+     * v2.30.7-1): also for a window given here (pytorch#181610 then aborts in PyTorch, not in NCCL) */
+    if (!found) { fn_set_error("Deregister: Could not find handle %p", handle); r = ncclInvalidUsage; }
   }
   return LEAVE("ncclCommDeregister", r, "comm=%p handle=%p", (void *)comm, handle);
 }
@@ -700,6 +702,14 @@ ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
   if (st == ST_DESTROYED || st == ST_ABORTED) { /* docs/PYTORCH.md §3: after ncclCommDestroy */
     fn_set_error("Cuda failure 101 'invalid device ordinal'");
     r = ncclUnhandledCudaError;
+    goto out;
+  }
+  if (fn_version() >= 22800 && fn_symmetric(comm) && !fn_win_known(win)) {
+    /* not a window (e.g. an ncclCommRegister handle): looked up among the device objects, not found:
+     * "Device object does not exist in shadow pool." and ncclInternalError (2.28.9 with symmetric support,
+     * 2.29.7, 2.30.7, src/dev_runtime.cc; 2.27 or no window yet: NCCL may crash, not modelled) */
+    fn_set_error("Device object does not exist in shadow pool.");
+    r = ncclInternalError;
     goto out;
   }
   if (!fn_win_known(win) || win->comm != comm || !win->live) {

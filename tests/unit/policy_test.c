@@ -272,15 +272,17 @@ static void t_decide_unknown_never_degrades(int arg) {
   decide_with(&r, p_rank2_not_vmm, 1);
   decision_is(&r, NG_D_REGISTER, ncclSuccess, NG_R_OK, NG_R_OK);
   r = decide_req();
-  decide_with(&r, p_rank2_not_vmm_rank3_no, 1); /* one rank says no symmetric path */
-  decision_is(&r, NG_D_REGISTER, ncclSuccess, NG_R_OK, NG_R_OK);
+  decide_with(&r, p_rank2_not_vmm_rank3_no, 1); /* one rank says no symmetric path, the others yes: NCCL would */
+  /* answer that rank alone (NULL or local window) while its peers wait in the exchange; NULL everywhere */
+  decision_is(&r, NG_D_DEGRADE, ncclSuccess, NG_R_NULL_WINDOW, NG_R_OK);
+  CHECK(win == NULL, "*win %p, want NULL", (void*)win);
   r = decide_req();
   decide_with(&r, p_rank2_not_vmm_one_node, 0); /* symmetric only on one host, ranks on several */
   decision_is(&r, NG_D_REGISTER, ncclSuccess, NG_R_OK, NG_R_OK);
   r = decide_req();
   decide_with(&r, p_rank2_not_vmm_one_node, 1); /* ... all on one host: the fact counts */
   decision_is(&r, NG_D_DEGRADE, ncclSuccess, NG_R_NOT_VMM, NG_R_OK);
-  CHECK_INT(view().ndegraded, 1, "degraded windows");
+  CHECK_INT(view().ndegraded, 2, "degraded windows (the NULL window above and this one)");
 }
 
 static void t_decide_null_win_error(int arg) {
@@ -514,6 +516,30 @@ static ncclResult_t pr_outcome(const char* what, struct ng_vote* v, int n) {
   }
   return ncclSuccess;
 }
+/* the outcome round: NCCL answered success with a NULL window on another rank, a window here: dropped
+ * again here, every rank NULL (arg 1: NCCLGUARD_NULL_WINDOW=error, the same error everywhere) */
+static ncclResult_t pr_null_peer(const char* what, struct ng_vote* v, int n) {
+  (void)n;
+  if (!is(what, "registration outcome")) return ncclSuccess;
+  seen_win = win;
+  vmax(&v[0], NG_VOTE_NULL_WIN, 1);
+  return ncclSuccess;
+}
+static void t_outcome_null_peer(int arg) {
+  if (arg) ng_cfg.null_window = NG_NULLWIN_ERROR;
+  peers = pr_null_peer;
+  win = NULL;
+  struct ng_regreq r = req(vbuf, 1u << 20, &win);
+  ncclResult_t res = register_one_req(&r);
+  CHECK(seen_win != NULL, "NCCL gave this rank no window before the outcome round");
+  CHECK(!live_window(seen_win), "this rank's window is still registered in NCCL (not deregistered)");
+  CHECK_INT(rounds[nrounds - 1].sent[0].v[NG_VOTE_REAL_WIN], 1, "this rank's outcome vote: a window here");
+  CHECK(win == NULL, "*win %p, want NULL", (void*)win);
+  CHECK_INT(res, arg ? ncclInvalidUsage : ncclSuccess, "ng_policy_register");
+  CHECK(log_has("reason=peer_null_window", arg ? "decision=error" : "deregistered again", (char*)NULL),
+        "no peer_null_window line in %s", logpath);
+}
+
 static void t_outcome_peer_failed(int arg) {
   peers = pr_outcome;
   outcome_failed = arg;
@@ -768,6 +794,8 @@ static const struct tcase cases[] = {
     {"outcome-peer-cuda-error-errors", t_outcome_peer_failed, 2 + ncclUnhandledCudaError, 22703, NULL},
     {"outcome-peer-internal-error-errors", t_outcome_peer_failed, 2 + ncclInternalError, 22703, NULL},
     {"outcome-round-timeout", t_outcome_peer_failed, -1, 22703, NULL},
+    {"outcome-null-window-on-a-peer-degrades", t_outcome_null_peer, 0, 22907, NULL},
+    {"outcome-null-window-on-a-peer-error", t_outcome_null_peer, 1, 22907, NULL},
     {"outcome-local-invalid-argument", t_outcome_local_failure, 0, 22809, NULL},
     {"outcome-local-cuda-error", t_outcome_local_failure, 1, 22809, NULL},
     {"register-has-devcomm-error", t_register_has_devcomm, 0, 22809, NULL},
