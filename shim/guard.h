@@ -327,6 +327,8 @@ struct ng_commview {
   int has_devcomm; /* live device communicators (ncclDevCommCreate minus ncclDevCommDestroy) */
   int ndegraded;   /* live NULL windows (degraded, or NCCL's own) */
   int nwindows;
+  size_t wbytes;   /* bytes of its live windows (sizes as registered) */
+  int over_budget; /* past NCCLGUARD_WINDOW_BUDGET since the last WARN (one WARN per crossing) */
   int broken;      /* an ng_reason: an agreement failed, the ranks are no longer in step */
   int aborting;    /* ncclCommAbort/Destroy in progress: ncclguard makes no more NCCL calls on it */
   int suspended;   /* ncclCommSuspend'ed (2.29+): unusable until ncclCommResume, so no rounds on it */
@@ -413,6 +415,11 @@ int ng_reg_handle_kind(const void* h);
 void ng_reg_reset_after_fork(void);
 void ng_reg_fork_lock(int on);
 long ng_reg_live_windows(void);
+/* Bytes of all live windows now, and the most at any time. */
+void ng_reg_window_bytes(size_t* now, size_t* peak);
+/* After a window of comm was added: 1 when its windows' bytes just went past `budget` (>0), once per
+ * crossing (re-armed when they fall back to it or below); *n and *bytes: its live windows and their bytes. */
+int ng_reg_budget_crossed(ncclComm_t comm, double budget, int* n, size_t* bytes);
 
 uint64_t ng_fnv(uint64_t h, const void* data, size_t n);
 #define NG_FNV_INIT 0xcbf29ce484222325ULL
@@ -536,7 +543,10 @@ struct ng_regreq {
   ncclWindow_t repeat_of; /* NCCL without reuse: the live window registered with exactly these arguments */
   int space_full;   /* NCCL without reuse failed: its symmetric address space has no room (#2331) */
   size_t alloc_size; /* preflight: the size of the allocation behind buff (what NCCL 2.28+ places), 0: unknown */
-  int null_peer;    /* NCCL gave this rank a window and another rank a NULL one: dropped again here */
+  int null_peer;
+  int acct;         /* registered here: comm_windows and comm_bytes (after it) go to the log */
+  int comm_windows;
+  size_t comm_bytes;    /* NCCL gave this rank a window and another rank a NULL one: dropped again here */
   int decision;
   ncclResult_t result;
   double t0;

@@ -427,6 +427,10 @@ __attribute__((destructor)) static void ng_summary(void) {
   ng_kv_int(&l, "noops", atomic_load(&stats[NG_ST_NOOPS]));
   ng_kv_int(&l, "agreements", atomic_load(&stats[NG_ST_AGREE]));
   ng_kv_int(&l, "windows_live", ng_reg_live_windows());
+  size_t wb = 0, wpeak = 0;
+  ng_reg_window_bytes(&wb, &wpeak);
+  ng_kv_uint(&l, "window_bytes", wb);
+  ng_kv_uint(&l, "window_bytes_peak", wpeak);
   if (dropped) ng_kv_int(&l, "log_dropped", dropped);
   ng_line_end(&l, "ncclguard summary for this process");
   ng_cfg.log_level = saved;

@@ -72,6 +72,10 @@ void ng_log_reg(const struct ng_regreq* r, int level, const char* msg) {
   snprintf(rs, sizeof rs, "%s%s", reason != r->local_reason ? "peer_" : "", ng_reason_name(reason));
   ng_kv_str(&l, "reason", rs);
   if (r->first_bad_rank >= 0) ng_kv_int(&l, "bad_rank", r->first_bad_rank);
+  if (r->acct) {
+    ng_kv_int(&l, "comm_windows", r->comm_windows);
+    ng_kv_uint(&l, "comm_bytes", r->comm_bytes);
+  }
   ng_line_end(&l, "%s", msg ? msg : "");
 }
 
@@ -676,6 +680,15 @@ static void report(struct ng_regreq* r) {
       ng_stat_add(NG_ST_REGISTERED, 1);
       /* (a window the registry cannot record is still the application's: NCCL deregisters it) */
       if (*r->win) (void)ng_reg_win_add(*r->win, r->comm, r->buff, r->size, r->flags, r->seq);
+      if (*r->win) {
+        r->acct = 1;
+        if (ng_reg_budget_crossed(r->comm, ng_cfg.window_budget, &r->comm_windows, &r->comm_bytes))
+          ng_log_msg(NG_LOG_WARN, r->cv.dev, "budget", "communicator %p (rank %d): %d live windows register %zu bytes, "
+                     "past NCCLGUARD_WINDOW_BUDGET=%.0f (this one, step %d: %zu bytes). Registered memory that keeps "
+                     "growing ends in failed registrations (a window per shape or per step that is never "
+                     "deregistered): deregister windows no longer used, or reuse them", (void*)r->comm, r->cv.rank,
+                     r->comm_windows, r->comm_bytes, ng_cfg.window_budget, r->seq, r->size);
+      }
       ng_log_reg(r, NG_LOG_INFO, "registered");
       return;
     case NG_D_REUSE: {

@@ -57,6 +57,7 @@ static struct comm_ent* comms;
 static struct win_ent* wins;
 static struct buf_ent* bufs;
 static long live_windows;
+static size_t live_bytes, peak_bytes;
 
 /* Tombstones: a ring of the most recent destroyed communicators; older ones are forgotten. */
 #define NG_TOMBSTONES 4096
@@ -395,7 +396,11 @@ int ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, i
   pthread_mutex_lock(&lock);
   struct win_ent* old = NULL;
   HASH_FIND_PTR(wins, &win, old);
-  if (old) {
+  if (old) { /* NCCL reused a window pointer ncclguard still held (its deregistration not seen) */
+    struct comm_ent* oe = find(old->comm);
+    if (oe && oe->v.nwindows > 0) oe->v.nwindows--;
+    if (oe) oe->v.wbytes -= oe->v.wbytes < old->size ? oe->v.wbytes : old->size;
+    live_bytes -= live_bytes < old->size ? live_bytes : old->size;
     HASH_DEL(wins, old);
     free(old);
     live_windows--;
@@ -404,8 +409,12 @@ int ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, i
   HASH_ADD_PTR(wins, win, w);
   int oom = hash_oom;
   struct comm_ent* e = find(comm);
-  if (!oom) live_windows++;
-  if (!oom && e) e->v.nwindows++;
+  if (!oom) {
+    live_windows++;
+    live_bytes += size;
+    if (live_bytes > peak_bytes) peak_bytes = live_bytes;
+  }
+  if (!oom && e) e->v.nwindows++, e->v.wbytes += size;
   pthread_mutex_unlock(&lock);
   if (oom) free(w);
   return oom ? -1 : 0;
@@ -443,6 +452,9 @@ int ng_reg_win_del(ncclWindow_t win, int* seq, void** buff, size_t* size) {
     *seq = w->seq, *buff = w->buff, *size = w->size;
     struct comm_ent* e = find(w->comm);
     if (e && e->v.nwindows > 0) e->v.nwindows--;
+    if (e) e->v.wbytes -= e->v.wbytes < w->size ? e->v.wbytes : w->size;
+    if (e && (double)e->v.wbytes <= ng_cfg.window_budget) e->v.over_budget = 0; /* a later crossing WARNs again */
+    live_bytes -= live_bytes < w->size ? live_bytes : w->size;
     HASH_DEL(wins, w);
     free(w);
     live_windows--;
@@ -493,6 +505,27 @@ int ng_reg_handle_kind(const void* h) {
   if (!w) HASH_FIND_PTR(bufs, &bk, b);
   pthread_mutex_unlock(&lock);
   return w ? NG_HANDLE_WINDOW : b ? NG_HANDLE_BUFFER : 0;
+}
+
+void ng_reg_window_bytes(size_t* now, size_t* peak) {
+  pthread_mutex_lock(&lock);
+  *now = live_bytes, *peak = peak_bytes;
+  pthread_mutex_unlock(&lock);
+}
+
+int ng_reg_budget_crossed(ncclComm_t comm, double budget, int* n, size_t* bytes) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find(comm);
+  int crossed = 0;
+  *n = 0, *bytes = 0;
+  if (e) {
+    *n = e->v.nwindows, *bytes = e->v.wbytes;
+    int over = budget > 0 && (double)e->v.wbytes > budget;
+    crossed = over && !e->v.over_budget;
+    e->v.over_budget = over;
+  }
+  pthread_mutex_unlock(&lock);
+  return crossed;
 }
 
 long ng_reg_live_windows(void) {

@@ -177,6 +177,11 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowDeregister)(ncclComm_t comm, ncclWi
     ng_kv_dbl(&l, "us", ng_now_us() - t0);
     ng_kv_str(&l, "decision", "pass");
     ng_kv_str(&l, "reason", res == ncclSuccess ? "ok" : "nccl_error");
+    struct ng_commview now;
+    if (res == ncclSuccess && ng_reg_comm_get(comm, &now)) {
+      ng_kv_int(&l, "comm_windows", now.nwindows);
+      ng_kv_uint(&l, "comm_bytes", now.wbytes);
+    }
     ng_line_end(&l, "%s", res == ncclSuccess ? "" : ng_last_error(comm));
   }
   if (res != ncclSuccess) ng_stat_add(NG_ST_ERRORS, 1);

@@ -445,3 +445,17 @@ for v in 22907 23007; do
     && [ "$(logs nullmix-$v | grep -c 'fn=symmetric msg=".*symmetric support on some ranks of this communicator only')" = 2 ] \
     && pass "null-window-mixed-$v-agreed" || fail "null-window-mixed-$v-agreed" "$(why nullmix-$v)"
 done
+
+# --- registered memory accounted: each registration and deregistration line carries its communicator's live
+# windows and bytes; NCCLGUARD_WINDOW_BUDGET writes one WARN per crossing; the summary has the bytes at exit
+# and the peak (8 windows of 64 KiB in one group, budget 200000 bytes: crossed at the 4th)
+out=$(FAKE_NCCL_VERSION=22809 NCCLGUARD_WINDOW_BUDGET=200000 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/budget.%p.log" \
+  fake_run "$PROGS/faults" many --windows 8 --timeout 20 2>/dev/null); rc=$?
+[ $rc = 0 ] && [ "$(logs budget | grep -c 'WARN fn=budget msg=".* 4 live windows register 262144 bytes, past NCCLGUARD_WINDOW_BUDGET=200000')" = 2 ] \
+  && [ "$(logs budget | grep -c 'fn=budget')" = 2 ] \
+  && [ "$(logs budget | grep -c 'seq=7 .*decision=register reason=ok comm_windows=8 comm_bytes=524288')" = 2 ] \
+  && [ "$(logs budget | grep -c 'fn=ncclCommWindowDeregister .*comm_windows=0 comm_bytes=0')" = 2 ] \
+  && pass window-budget || fail window-budget "$(why budget) $(logs budget | grep -c fn=budget)"
+g acct --expect-win nonnull
+[ $rc = 0 ] && [ "$(logs acct | grep -c 'fn=summary .*windows_live=0 window_bytes=0 window_bytes_peak=2097152')" = 2 ] \
+  && pass window-bytes-in-summary || fail window-bytes-in-summary "$(why acct) $(logs acct | grep summary | head -1)"

@@ -14,6 +14,7 @@ VARS = {
     "NCCLGUARD_LOG_MAX_MB": ("INT", "256", 0, 1073741824, (), "an integer in [0, 1073741824]"),
     "NCCLGUARD_ON_FAILURE": ("ENUM", "degrade", 0, 0, ("degrade", "error", ), "degrade|error"),
     "NCCLGUARD_WARMUP": ("ENUM", "auto", 0, 0, ("auto", "always", "never", ), "auto|always|never"),
+    "NCCLGUARD_WINDOW_BUDGET": ("NUM", "0", 0, 1e+18, (), "a number in [0, 1e+18]"),
     "NCCLGUARD_RETRIES": ("INT", "3", 0, 100, (), "an integer in [0, 100]"),
     "NCCLGUARD_TIMEOUT": ("NUM", "600", 0.001, 10000000, (), "a number in [0.001, 10000000]"),
     "NCCLGUARD_AGREE": ("BOOL", "1", 0, 0, (), "1/0, true/false, yes/no or on/off"),
