@@ -198,12 +198,21 @@ static void* wd_main(void* arg) {
       ncclComm_t c = due->comm;
       uint64_t gen = due->gen;
       int dev = due->dev;
+      char why[300];
+      const char* call = due->what ? due->what : "a call into NCCL";
+      if (due->seq >= 0)
+        snprintf(why, sizeof why, "%s, step %d, has not returned after %.1f s (NCCLGUARD_TIMEOUT)%s", call, due->seq,
+                 (now - due->armed) / 1e6, due->reached ? "; every rank had reached it (its vote round completed): "
+                 "the wait is inside NCCL" : "");
+      else
+        snprintf(why, sizeof why, "%s has not returned after %.1f s (NCCLGUARD_TIMEOUT)", call,
+                 (now - due->armed) / 1e6);
       ng_tls.lib = due->lib; /* the communicator's own libnccl (route.c) */
       wd_firing = due;
       pthread_mutex_unlock(&wd_lock); /* never held across a call into NCCL */
       if (stage == 0) {
         ng_reg_comm_set_broken(c, gen, NG_R_TIMEOUT);
-        revoke_comm(c, gen, dev, "a call into NCCL waited for a peer longer than NCCLGUARD_TIMEOUT");
+        revoke_comm(c, gen, dev, why);
       } else {
         ng_log_msg(NG_LOG_WARN, dev, "agree", "a call into NCCL on communicator %p is still waiting for a peer %.0f s "
                    "after it was revoked: NCCL did not end the wait, and nothing safe can end it from another "
@@ -227,11 +236,13 @@ static void* wd_main(void* arg) {
   return NULL;
 }
 
-void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline) {
+void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline, const char* what, int seq,
+                  int reached) {
   struct ng_commview v;
   ng_reg_comm_get(comm, &v);
   /* gen 0 (a communicator the registry could not record): the watchdog acts on whatever is at comm */
-  *w = (struct watch){.comm = comm, .gen = v.gen, .dev = dev, .lib = ng_cur_lib(), .deadline = deadline};
+  *w = (struct watch){.comm = comm, .gen = v.gen, .dev = dev, .lib = ng_cur_lib(), .deadline = deadline,
+                      .armed = ng_now_us(), .what = what, .seq = seq, .reached = reached};
   if (!ng_can_revoke()) return;
   pthread_once(&wd_once, wd_init);
   pthread_mutex_lock(&wd_lock);
@@ -643,7 +654,7 @@ static void round_launch(struct round* R) {
     R->res = ncclSystemError;
     return;
   }
-  for (int j = 0; j < R->ng; j++) ng_watch_arm(&wds[j], R->g[j].comm, R->g[j].dev, R->deadline);
+  for (int j = 0; j < R->ng; j++) ng_watch_arm(&wds[j], R->g[j].comm, R->g[j].dev, R->deadline, R->what, -1, 0);
   int abandoned = launch(R->g, R->ng, R->deadline, &r, &e, R->what);
   int fired = 0;
   for (int j = 0; j < R->ng; j++)

@@ -480,10 +480,15 @@ struct watch {
   int dev;
   int lib; /* the libnccl of the armed call (ng_tls.lib): the revoke is that library's */
   double deadline;
+  double armed;     /* when the call began (ng_now_us) */
+  const char* what; /* the call, for the WARN: "ncclCommWindowRegister", "the agreement all-reduce" */
+  int seq;          /* its step on the communicator (-1: none) */
+  int reached;      /* every rank reached the call (a vote round before it completed) */
   int fired;
   struct watch* next;
 };
-void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline);
+void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline, const char* what, int seq,
+                  int reached);
 /* Start fn(arg) on a detached thread: 0 when it runs. */
 int ng_spawn_detached(void* (*fn)(void*), void* arg);
 /* pthread_cond_init on CLOCK_MONOTONIC: every condition variable ncclguard waits on with a timeout. */

@@ -498,7 +498,9 @@ static void phase_register(struct ng_regreq* reqs, int n) {
   int mode = 0, sw = relaxed && !ng_cuda_relaxed_capture(&mode);
   double ta = ng_now_us(), deadline = ng_deadline();
   for (int i = 0; wds && i < n; i++)
-    if (reqs[i].decision == NG_D_REGISTER) ng_watch_arm(&wds[i], reqs[i].comm, reqs[i].cv.dev, deadline);
+    if (reqs[i].decision == NG_D_REGISTER)
+      ng_watch_arm(&wds[i], reqs[i].comm, reqs[i].cv.dev, deadline, "ncclCommWindowRegister", reqs[i].seq,
+                   ng_cfg.agree && reqs[i].cv.nranks > 1);
   double t0 = ng_now_us();
   if (ngo == 1 && n == 1) {
     reqs[last].result = register_one(&reqs[last]);

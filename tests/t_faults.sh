@@ -134,3 +134,18 @@ if [ "${NG_VARIANT:-plain}" = plain ]; then
     fail fault-soak-tsan-1000-cycles "TSan build failed: $(tail -3 "$T/tsan-build.log")"
   fi
 fi
+
+# --- a registration stuck inside NCCL on every rank (FAKE_NCCL_REG_STALL=1: the first registration's exchange
+# never completes, as in sglang#36943 on 2.29.7; NCCL's waits there poll the abort flag): NCCL alone hangs in
+# ncclCommWindowRegister on every rank; with ncclguard every rank names the call, its step, how long, and that
+# every rank had reached it, and returns an error within the bound
+out=$(FAKE_NCCL_REG_STALL=1 FAKE_NCCL_VERSION=22907 bare_run "$PROGS/ngtest" --timeout 6 2>"$T/stuck-bare.err"); rc=$?
+[ "$(echo "$out" | grep -c 'RESULT fail hang in ncclCommWindowRegister')" = 2 ] && pass stuck-in-register-hangs-without \
+  || fail stuck-in-register-hangs-without "rc=$rc $(echo "$out" | grep RESULT | tr '\n' ' ')"
+t0=$(date +%s)
+out=$(FAKE_NCCL_REG_STALL=1 FAKE_NCCL_VERSION=22907 NCCLGUARD_TIMEOUT=2 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/stuck.%p.log" \
+  fake_run "$PROGS/ngtest" --expect-reg any --timeout 20 2>"$T/stuck.err"); rc=$?
+secs=$(( $(date +%s) - t0 ))
+[ "$(echo "$out" | grep -c 'RESULT .*reg=ncclSystemError win=null')" = 2 ] && [ "$secs" -le 12 ] \
+  && [ "$(logs stuck | grep -c 'WARN fn=agree msg="communicator .* revoked by ncclguard (ncclCommWindowRegister, step 0, has not returned after 2.[0-9] s (NCCLGUARD_TIMEOUT); every rank had reached it')" = 2 ] \
+  && pass stuck-in-register || fail stuck-in-register "rc=$rc ${secs}s $(echo "$out" | grep RESULT | tr '\n' ' ') $(logs stuck | grep WARN | head -2)"

@@ -463,13 +463,37 @@ static ncclResult_t reg_call_227(struct ncclComm *c, struct reg_arg *a)
   return ncclSuccess;
 }
 
+/* Fault injection: FAKE_NCCL_REG_STALL=K (read at every registration): this process's K-th registration
+ * exchange never completes, as every rank of sglang#36943 (NCCL 2.29.7) blocked in ncclCommWindowRegister
+ * in a recvmsg with no timeout. NCCL's waits there (bootstrap, the proxy's fd request) poll the
+ * communicator's abort flag (src/bootstrap.cc, src/proxy.cc at v2.29.7-1): ncclCommAbort or a revoke ends
+ * them with ncclInternalError, as the other exchanges of the fake. */
+static int reg_stall_now(void)
+{
+  static int n;
+  const char *e = getenv("FAKE_NCCL_REG_STALL");
+  int k = e && *e ? atoi(e) : 0, mine = __atomic_add_fetch(&n, 1, __ATOMIC_ACQ_REL);
+  return k > 0 && mine == k;
+}
+
+static ncclResult_t reg_stall(struct ncclComm *c)
+{
+  struct fn_shm *s = c->shm;
+  int e0 = FN_LOAD(c->revoke_epoch);
+  fn_shm_lock(s);
+  while (!FN_LOAD(c->aborted) && FN_LOAD(c->revoke_epoch) == e0) fn_shm_wait(s);
+  fn_shm_unlock(s);
+  fn_set_error("bootstrap wait interrupted: communicator aborted or revoked");
+  return ncclInternalError;
+}
+
 static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
 {
   (void)stage;
   struct reg_arg *a = op->arg;
   struct ncclComm *c = op->comm;
   int v = fn_version();
-  if (complete) return a->skip ? ncclSuccess : fn_xcomplete(c, op->gen, NULL);
+  if (complete) return a->skip ? ncclSuccess : reg_stall_now() ? reg_stall(c) : fn_xcomplete(c, op->gen, NULL);
 
   if (c->damaged) { fn_set_error("communicator %p is in an error state after a failed registration", (void *)c); return ncclInternalError; }
   a->in_job = 1;
