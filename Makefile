@@ -188,7 +188,7 @@ help:
 	@echo 'make dist        the Python sdist and manylinux wheel, into dist/ (the first run: ~100 MB of'
 	@echo '                 build tools from PyPI, kept in ~/.cache/ncclguard)'
 	@echo 'make docs        regenerate docs/configuration.md from shim/vars.def (make readme: the same)'
-	@echo 'make tables      regenerate docs/LOG.md and the Python hook schema from the log tables'
+	@echo 'make tables      regenerate docs/LOG.md, the Python hook schema and the catalogue in docs/NCCL.md'
 	@echo 'make fuzz        longer fuzzing by hand (FUZZ_TIME=s); fuzz-cov: coverage of the corpus'
 	@echo 'make progs-real  the test programs linked against a real libnccl and libcudart (NCCL_LIB, CUDA_LIB)'
 	@echo 'make clean       remove the build directories and dist/'

@@ -167,3 +167,35 @@ printf '%s\n' 'pytorch#188567 (docs/PYTORCH.md)' '[NVIDIA/nccl#2331](https://git
   'the report in the PyTorch issue' 'issue text, maintainers replies' 'tissue 12' >"$T/good"
 nbad=$(grep -ciP "$issuepat" "$T/bad"); ngood=$(grep -ciP "$issuepat" "$T/good")
 [ "$nbad" = 5 ] && [ "$ngood" = 0 ] && pass issue-ref-pattern || fail issue-ref-pattern "bad=$nbad/5 good=$ngood/0"
+
+# --- the catalogue of upstream reports (docs/NCCL.md §10) is tools/catalogue.def's ---------------
+# The table between the markers is what tools/gentables.c makes of the catalogue now (make tables), the
+# catalogue's rows are well formed (gentables checks: each link names its report, a range is a range,
+# a verdict of guarded or made clear names its tests), there are at least 30, and every test a row
+# names is a case of the script it names.
+GEN="$B/gentables"
+if [ -x "$GEN" ]; then
+  if "$GEN" --nccl-doc docs/NCCL.md >"$T/NCCL.md" 2>"$T/gen.err" && diff -u docs/NCCL.md "$T/NCCL.md" >"$T/d"; then
+    pass catalogue-doc-current
+  else fail catalogue-doc-current "stale (run make tables): $(head -c 400 "$T/gen.err" "$T/d" | tr '\n' '|')"; fi
+  nrows=$(sed -n '/^<!-- catalogue:begin/,/^<!-- catalogue:end/p' docs/NCCL.md | grep -c '^| \[')
+  [ "$nrows" -ge 30 ] && pass catalogue-at-least-30 || fail catalogue-at-least-30 "$nrows rows"
+
+  # Tests the library's branch adds with the catalogue rows that cite them; a name listed here may be
+  # absent (a skip line says so) until its test exists. Remove it once it does.
+  awaited="t_policy:layout-mismatch t_faults:stuck-in-register t_policy:window-budget t_policy:null-window-mixed
+t_policy:window-handle-deregister"
+  if "$GEN" --catalogue-tests >"$T/tests" 2>"$T/gen.err"; then
+    bad=""; waiting=""; n=0
+    while read -r script name; do
+      n=$((n + 1))
+      if [ -f "tests/$script.sh" ] && grep -qE "(^|[^A-Za-z0-9_-])pass \"?$name([^A-Za-z0-9_.-]|\$)" "tests/$script.sh"; then continue; fi
+      case " $(echo $awaited) " in *" $script:$name "*) waiting="$waiting $script:$name"; continue ;; esac
+      bad="$bad $script:$name"
+    done <"$T/tests"
+    [ -z "$bad" ] && [ "$n" -gt 0 ] && pass catalogue-tests-exist || fail catalogue-tests-exist "not a case of its script:$bad"
+    [ -z "$waiting" ] || echo "# skip catalogue-tests-awaited: not yet in their scripts:$waiting"
+  else fail catalogue-tests-exist "gentables: $(head -c 300 "$T/gen.err")"; fi
+else
+  echo "# skip catalogue: no $GEN (make all builds it)"
+fi

@@ -191,16 +191,58 @@ if [ -e "$FAKE/libcuda.so.1" ] && [ -e "$FAKE/libnccl.so.2" ]; then
      && echo "$out" | grep -Eq '^OK +cuda\.devices +8 devices'; then pass doctor-fake-version
   else fail doctor-fake-version "rc=$rc: $(echo "$out" | head -8 | tr '\n' '|')"; fi
 
-  # the known registration bugs of the NCCL found (docs/NCCL.md §10, the table in tools/doctor.c): INFO
-  # lines with the issue link and what ncclguard does; never in the exit status (--strict included)
+  # the known registration bugs of the NCCL found (docs/NCCL.md §10, the catalogue tools/catalogue.def):
+  # INFO lines with the issue link, the verdict and what ncclguard does; never in the exit status
+  # (--strict included). Each version gets the rows of its range and not the others'.
+  named() { echo "$1" | grep -Eq "^INFO +nccl\.known-bug +NCCL [0-9.]+( on SM [0-9.]+)?: $2 "; }
+  rows_ok() { # OUTPUT "ID..." "ID..." : the first list named, the second not
+    for id in $2; do named "$1" "$id" || { echo "missing $id"; return 1; }; done
+    for id in $3; do ! named "$1" "$id" || { echo "unexpected $id"; return 1; }; done
+  }
   out=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_NCCL_VERSION=23007 timeout 60 "$DOC" --no-python --strict 2>&1); rc=$?
-  out2=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_NCCL_VERSION=22809 timeout 60 "$DOC" --no-python 2>&1); rc2=$?
-  if [ $rc -eq 0 ] && echo "$out" | grep -Eq '^INFO +nccl\.known-bug +NCCL 2\.30\.7: NVIDIA/nccl#2331 .*ncclguard: .*https://github\.com/NVIDIA/nccl/issues/2331 +fix: ' \
-     && echo "$out" | grep -Eq '^INFO +nccl\.known-bug +NCCL 2\.30\.7: NVIDIA/nccl#2241 ' \
-     && ! echo "$out" | grep -q 'vllm-project/vllm#54626' && echo "$out" | grep -Eq '^ncclguard-doctor: [0-9]+ OK, [0-9]+ INFO, 0 WARN, 0 FAIL$' \
-     && [ $rc2 -eq 0 ] && ! echo "$out2" | grep -q '#2331' && ! echo "$out2" | grep -q '#2241' \
-     && echo "$out2" | grep -Eq '^INFO +nccl\.known-bug +NCCL 2\.28\.9: vllm-project/vllm#54626 '; then pass doctor-known-bugs-by-version
-  else fail doctor-known-bugs-by-version "rc=$rc/$rc2: $(echo "$out" "$out2" | grep -E 'known-bug|^ncclguard-doctor' | cut -c1-90 | tr '\n' '|')"; fi
+  o27=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_NCCL_VERSION=22707 timeout 60 "$DOC" --no-python 2>&1); r27=$?
+  o28=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_NCCL_VERSION=22809 timeout 60 "$DOC" --no-python 2>&1); r28=$?
+  o29=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_NCCL_VERSION=22907 timeout 60 "$DOC" --no-python 2>&1); r29=$?
+  why=$(rows_ok "$out" "NVIDIA/nccl#2331 NVIDIA/nccl#2332 NVIDIA/nccl#2198 NVIDIA/nccl#2241 NVIDIA/nccl#1963" \
+          "vllm-project/vllm#54626 NVIDIA/nccl#2058 sgl-project/sglang#36943 NVIDIA/TensorRT-LLM#15559" \
+        && rows_ok "$o27" "NVIDIA/nccl#1828 NVIDIA/nccl#1735 vllm-project/vllm#54626 pytorch/pytorch#188567" \
+          "openxla/xla#47406 NVIDIA/nccl#1963 NVIDIA/nccl#2331 NVIDIA/nccl#2058" \
+        && rows_ok "$o28" "vllm-project/vllm#54626 openxla/xla#47406 pytorch/pytorch#188567" \
+          "NVIDIA/nccl#1828 NVIDIA/nccl#1735 NVIDIA/nccl#1963 NVIDIA/nccl#2241 NVIDIA/nccl#2058 sgl-project/sglang#36943" \
+        && rows_ok "$o29" "NVIDIA/nccl#1963 NVIDIA/nccl#2241 sgl-project/sglang#36943 NVIDIA/nccl#2058 vllm-project/vllm#54626" \
+          "NVIDIA/nccl#2331 NVIDIA/nccl#2198 NVIDIA/nccl#1828")
+  if [ $rc -eq 0 ] && [ -z "$why" ] && [ $r27 -eq 0 ] && [ $r28 -eq 0 ] && [ $r29 -eq 0 ] \
+     && echo "$out" | grep -Eq '^INFO +nccl\.known-bug +NCCL 2\.30\.7: NVIDIA/nccl#2331 .*ncclguard, guarded: .*https://github\.com/NVIDIA/nccl/issues/2331 +fix: ' \
+     && echo "$o29" | grep -Eq '^INFO +nccl\.known-bug +NCCL 2\.29\.7: sgl-project/sglang#36943 .*ncclguard, made clear: ' \
+     && echo "$out" | grep -Eq '^ncclguard-doctor: [0-9]+ OK, [0-9]+ INFO, 0 WARN, 0 FAIL$' \
+     && ! echo "$out$o27$o28$o29" | grep 'known-bug' | grep -q '`'; then pass doctor-known-bugs-by-version
+  else fail doctor-known-bugs-by-version "rc=$rc/$r27/$r28/$r29 $why: $(echo "$out" | grep -E 'known-bug|^ncclguard-doctor' | cut -c1-90 | tr '\n' '|')"; fi
+
+  # a row of one GPU architecture (GB10, SM 12.1, before NCCL 2.30.4) is named only where such a GPU is
+  # visible: a libcuda that is the fake's but for the compute capability it reports (built here: the
+  # fake's own is 9.0), found first by the doctor's dlsym on it
+  cat >"$T/cc.c" <<'CEOF'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+int cuDeviceGetAttribute(int *pi, int attrib, int dev) {
+  int (*next)(int *, int, int) = (int (*)(int *, int, int))dlsym(RTLD_NEXT, "cuDeviceGetAttribute");
+  int r = next ? next(pi, attrib, dev) : 1;
+  if (!r && attrib == 75) *pi = 12; /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */
+  if (!r && attrib == 76) *pi = 1;  /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR */
+  return r;
+}
+CEOF
+  if ${CC:-cc} -shared -fPIC -o "$T/libcuda-sm121.so" "$T/cc.c" -Wl,--no-as-needed "$FAKE/libcuda.so.1" -ldl 2>"$T/cc.err"; then
+    a=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_NCCL_VERSION=23003 timeout 60 "$DOC" --no-python --cuda-lib "$T/libcuda-sm121.so" 2>&1); ra=$?
+    b=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_NCCL_VERSION=23003 timeout 60 "$DOC" --no-python 2>&1); rb=$?
+    c=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_NCCL_VERSION=23007 timeout 60 "$DOC" --no-python --cuda-lib "$T/libcuda-sm121.so" 2>&1); rc3=$?
+    if [ $ra -eq 0 ] && echo "$a" | grep -Eq '^OK +gpu\.0 .*compute capability 12\.1' \
+       && echo "$a" | grep -Eq '^INFO +nccl\.known-bug +NCCL 2\.30\.3 on SM 12\.1: NVIDIA/TensorRT-LLM#15559 .*ncclguard, out of reach: ' \
+       && [ $rb -eq 0 ] && echo "$b" | grep -Eq '^OK +gpu\.0 .*compute capability 9\.0' && ! echo "$b" | grep -q 'TensorRT-LLM#15559' \
+       && [ $rc3 -eq 0 ] && echo "$c" | grep -Eq 'compute capability 12\.1' && ! echo "$c" | grep -q 'TensorRT-LLM#15559'; then
+      pass doctor-known-bugs-architecture
+    else fail doctor-known-bugs-architecture "rc=$ra/$rb/$rc3: $(echo "$a" | grep -E 'gpu\.0|15559|cuda' | cut -c1-100 | tr '\n' '|')"; fi
+  else fail doctor-known-bugs-architecture "cannot build the stand-in libcuda: $(head -c 300 "$T/cc.err")"; fi
 
   # configuration: NCCL_NVLS_ENABLE=0 avoids #2241 (named as not applying); NCCL_WIN_STRIDE is shown with #2331;
   # -q leaves INFO out; JSON lines stay valid

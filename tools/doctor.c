@@ -462,6 +462,7 @@ static void check_nccl(const char *opt_lib) {
 /* ---- CUDA driver and GPUs ---- */
 
 static int n_devices = -1; /* -1: unknown */
+static void note_gpu_sm(int major, int minor); /* for the catalogue rows of one architecture */
 
 static const char *cu_err(CUresult (*name_fn)(CUresult, const char **), CUresult r, char *buf, size_t n) {
   const char *s = NULL;
@@ -532,6 +533,7 @@ static void check_cuda(const char *opt_lib) {
     int ccmaj = 0, ccmin = 0, vmm = 0;
     p_attr(&ccmaj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev[i]);
     p_attr(&ccmin, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev[i]);
+    note_gpu_sm(ccmaj, ccmin);
     r = p_attr(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev[i]);
     if (r != CUDA_SUCCESS || !vmm)
       report(FAIL, check, "use a GPU and driver with VMM support (cuMemCreate); without it windows cannot be registered",
@@ -663,108 +665,44 @@ static void check_nccl_vars(void) {
   if (!any) report(OK, "env.nccl", NULL, "no NCCL variable switches windows off or changes them");
 }
 
-/* ---- Known window-registration bugs, by NCCL version (issue 20) ----
+/* ---- Known window-registration bugs, by NCCL version and GPU architecture ----
  *
- * THE table of the upstream reports ncclguard knows about. docs/NCCL.md §10 ("Known registration bugs
- * by NCCL version") mirrors it row for row, with the sources of each version bound and each claim:
- * change both together. The doctor names, as INFO lines (never in the exit status), each row that
- * applies to the NCCL a job will load and to the NCCL variables it can read.
- *
- *   from, to  version codes: named for from <= version < to. `to` is the release that fixed it where
- *             one is known; where none is, the end of the series the report and our reading of the
- *             source cover (a later series is not named: whether it still has the bug is unknown).
- *             to = 0: still NCCL's behaviour in the newest source read (2.30.7). from = 0: never named
- *             (versions unknown, or not a bug of upstream NCCL): the row is in the docs only.
- *   unless    "NAME=VALUE": not named when that NCCL variable has that value (it avoids the bug)
- *   note      an NCCL variable whose value the line shows when it is set (it changes the outcome)
- *   versions  affected / fixed, as the line says it
- *   what      what NCCL alone does
- *   guard     what ncclguard does about it today (docs/NCCL.md §10 names the test)
- *   fix       what the user can do */
+ * The rows of tools/catalogue.def (the one table of upstream reports; docs/NCCL.md §10 is generated
+ * from it) that apply to the NCCL a job will load, to the GPUs visible here and to the NCCL variables
+ * the doctor can read, each as an INFO line (never in the exit status). The fields are described in
+ * catalogue.def; the tests each row names are for the docs only. */
+enum { GUARDED, CLEAR, OUT };
 static const struct known_bug {
   const char *id, *url;
-  int from, to;
+  int from, to, sm;
   const char *unless, *note;
+  int verdict;
   const char *versions, *what, *guard, *fix;
 } known_bugs[] = {
-    {"pytorch/pytorch#188567", "https://github.com/pytorch/pytorch/issues/188567", 22700, 0, NULL, NULL,
-     "every version; fixed: no (NCCL answers correctly from 2.29)",
-     "a lazily created PyTorch communicator is NULL at symmetric-memory rendezvous: NCCL before 2.29 dereferences it "
-     "(SIGSEGV), 2.29+ returns ncclInvalidArgument and PyTorch raises 'Failed to window register segment'",
-     "answers ncclInvalidArgument (reason null_comm) instead of the crash; ncclguard-run's Python hook creates the "
-     "communicator first (one all_reduce on the group)",
-     "init_process_group(..., device_id=torch.device('cuda', local_rank))"},
-    {"NVIDIA/nccl#1828", "https://github.com/NVIDIA/nccl/issues/1828", 22700, 22800, NULL, NULL,
-     "reported on 2.27.5; fixed: unknown",
-     "re-registering a pointer with another size (windows over slices of one buffer) was followed by an illegal "
-     "memory access in the ring all-gather kernel",
-     "not guarded: each registration goes to NCCL; overlapping windows are not compared",
-     "register each allocation once, whole, and deregister before registering it again"},
-    {"NVIDIA/nccl#1963", "https://github.com/NVIDIA/nccl/issues/1963", 22902, 0, NULL, NULL,
-     "2.29.2 and later (NCCL's design, still so at 2.30.7)",
-     "without symmetric support (several nodes without GIN, or ranks not one LSA team) registration returns "
-     "success with a NULL window, whatever the flags, and registers nothing",
-     "logs each NULL window with its cause (reason null_window); NCCLGUARD_NULL_WINDOW=error makes it an error on "
-     "every rank; ncclDevCommCreate is refused while NULL windows exist",
-     "check the window for NULL; enable GIN for multi-node windows"},
-    {"NVIDIA/nccl#2198", "https://github.com/NVIDIA/nccl/issues/2198", 23000, 23102, NULL, NULL,
-     "2.30.x; fixed in 2.31.2",
-     "one-sided RMA across nodes (RMA proxy path) with several windows carved from one allocation reads and writes "
-     "the wrong addresses: silent data corruption",
-     "not guarded: the RMA calls are not wrapped, and sub-windows of one allocation are registered as asked",
-     "one window per allocation, or NCCL 2.31.2+"},
-    {"NVIDIA/nccl#2241", "https://github.com/NVIDIA/nccl/issues/2241", 22907, 23102, "NCCL_NVLS_ENABLE=0", NULL,
-     "reported on 2.29.7; fixed in 2.31.2",
-     "an all-gather on registered windows of a two-rank communicator (B200) hangs; not with NCCL_NVLS_ENABLE=0",
-     "not guarded: ncclguard wraps no collective",
-     "NCCL_NVLS_ENABLE=0, or NCCL 2.31.2+"},
-    {"NVIDIA/nccl#2331", "https://github.com/NVIDIA/nccl/issues/2331", 23005, 23100, NULL, "NCCL_WIN_STRIDE",
-     "2.30.7 (source: the reuse is there at v2.30.4-1, gone at v2.30.7-1); 2.31, 2.32: unknown",
-     "each registration of an already registered allocation reserves symmetric address space of the whole "
-     "allocation again: after a few repeats ncclInternalError, 'Allocation failed. No suitable space found'",
-     "guarded: an exact repeat of a live registration is served from its window on every rank (decision=reuse); "
-     "a window that does not fit is degraded on every rank (reason=sym_space_full)",
-     "register each allocation once (one window per allocation), or raise NCCL_WIN_STRIDE"},
-    {"NVIDIA/nccl#2332", "https://github.com/NVIDIA/nccl/issues/2332", 23003, 23100, "NCCL_CUMEM_ENABLE=0", NULL,
-     "reported on 2.30.7 (the failing call is in ncclRegister from v2.30.3-1 on); fixed: unknown",
-     "ncclCommRegister (buffer registration, not windows) of a VMM allocation fails with CUDA error 500 "
-     "(ncclUnhandledCudaError)",
-     "not guarded: ncclCommRegister is passed through (only NULL or destroyed communicators are answered)",
-     "use window registration (ncclCommWindowRegister) for ncclMemAlloc/VMM memory"},
-    {"pytorch/pytorch#160289", "https://github.com/pytorch/pytorch/issues/160289", 0, 0, NULL, NULL,
-     "NCCL version not established", "", "", ""},
-    {"pytorch/pytorch#181610", "https://github.com/pytorch/pytorch/issues/181610", 0, 0, NULL, NULL,
-     "any NCCL (a PyTorch bug)", "", "", ""},
-    {"pytorch/pytorch#172398", "https://github.com/pytorch/pytorch/issues/172398", 22902, 0, NULL, NULL,
-     "2.29.2 and later, with a PyTorch built against 2.28",
-     "after window registration, symmetric memory's ncclDevCommCreate returns invalid usage: 2.29 requires "
-     "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER, which a PyTorch built against 2.28 does not use",
-     "not guarded: ncclDevCommCreate is passed through (see the python.nccl-pin check)",
-     "load the NCCL PyTorch pins, or a PyTorch built against this NCCL"},
-    {"vllm-project/vllm#28901", "https://github.com/vllm-project/vllm/issues/28901", 0, 0, NULL, NULL,
-     "2.28+ (the report's title); cause and fix not established", "", "", ""},
-    {"vllm-project/vllm#54626", "https://github.com/vllm-project/vllm/issues/54626", 22700, 23007, NULL, NULL,
-     "reported on 2.29.7; every version before 2.30.7 (source, and measured on 2.28.9); fixed in 2.30.7",
-     "registration during CUDA graph capture fails (unhandled cuda error) and invalidates the capture",
-     "2.28 - 2.30.6: registers in relaxed capture mode, capture intact (NCCLGUARD_CAPTURE=relaxed, the default; "
-     "=degrade gives a NULL window on every rank); 2.27's symmetric path: degraded on every rank",
-     "register windows before capture, or NCCL 2.30.7+"},
-    {"sgl-project/sglang#36943", "https://github.com/sgl-project/sglang/issues/36943", 22907, 23000, NULL, NULL,
-     "reported on 2.29.7; fixed: unknown",
-     "every rank hangs in ncclCommWindowRegister for ever: a file-descriptor exchange message over a Unix socket "
-     "is lost and recvmsg has no timeout",
-     "not guarded: the watchdog revokes the communicator after NCCLGUARD_TIMEOUT (2.28.7+), but whether that ends "
-     "this socket wait is not established",
-     "register windows up front (no pool growth at run time)"},
-    {"openxla/xla#47406", "https://github.com/openxla/xla/issues/47406", 22800, 0, NULL, NULL,
-     "2.28 and later (NCCL's rule; 2.27 wants 2 MiB)",
-     "a window whose offset from its allocation's base is not a multiple of 4096 is refused (ncclInvalidArgument) "
-     "on that rank alone, and its peers wait",
-     "degrades it to an unregistered buffer on every rank (reason misaligned)",
-     "allocate window buffers 4096-aligned within their allocation (ncclMemAlloc does)"},
-    {"meta-pytorch/torchcomms#4036", "https://github.com/meta-pytorch/torchcomms/pull/4036", 0, 0, NULL, NULL,
-     "NCCLX (Meta's fork), not upstream NCCL", "", "", ""},
+#define NG_REPORT(id, url, from, to, sm, unless, note, verdict, tests, versions, symptom, guard, fix) \
+  {id, url, from, to, sm, unless, note, verdict, versions, symptom, guard, fix},
+#include "catalogue.def"
+#undef NG_REPORT
 };
+static const char *const verdict_text[] = {"guarded", "made clear", "out of reach"};
+
+/* the compute capabilities (major * 10 + minor) of the GPUs check_cuda saw, each once */
+static int gpu_sm[16], n_gpu_sm;
+static void note_gpu_sm(int major, int minor) {
+  int sm = major * 10 + minor;
+  for (int i = 0; i < n_gpu_sm; i++)
+    if (gpu_sm[i] == sm) return;
+  if (n_gpu_sm < (int)(sizeof gpu_sm / sizeof *gpu_sm)) gpu_sm[n_gpu_sm++] = sm;
+}
+
+/* S without the backquotes of its `code` spans, into BUF */
+static const char *plain(const char *s, char *buf, size_t n) {
+  size_t k = 0;
+  for (; *s && k + 1 < n; s++)
+    if (*s != '`') buf[k++] = *s;
+  buf[k] = 0;
+  return buf;
+}
 
 /* The rows of the table that apply to NCCL `code` (and its variables): one INFO line each. */
 static void check_known_bugs(int code, const char *prefix) {
@@ -775,6 +713,13 @@ static void check_known_bugs(int code, const char *prefix) {
   for (size_t i = 0; i < sizeof known_bugs / sizeof *known_bugs; i++) {
     const struct known_bug *b = &known_bugs[i];
     if (!b->from || code < b->from || (b->to && code >= b->to)) continue;
+    char on[32] = "";
+    if (b->sm) {
+      int seen = 0;
+      for (int g = 0; g < n_gpu_sm; g++) seen |= gpu_sm[g] == b->sm;
+      if (!seen) continue;
+      snprintf(on, sizeof on, " on SM %d.%d", b->sm / 10, b->sm % 10);
+    }
     const char *origin = NULL, *val;
     char avoided[160] = "", note[200] = "";
     if (b->unless) {
@@ -784,11 +729,14 @@ static void check_known_bugs(int code, const char *prefix) {
       if ((val = nccl_var(name, &origin)) && !strcmp(val, eq + 1)) snprintf(avoided, sizeof avoided, "%s (%s)", b->unless, origin);
     }
     if (avoided[0]) {
-      report(OK, check, NULL, "NCCL %s: %s does not apply here: %s avoids it (%s)", v, b->id, avoided, b->url);
+      report(OK, check, NULL, "NCCL %s%s: %s does not apply here: %s avoids it (%s)", v, on, b->id, avoided, b->url);
       continue;
     }
     if (b->note && (val = nccl_var(b->note, &origin))) snprintf(note, sizeof note, " [%s=%s (%s) here]", b->note, val, origin);
-    report(INFO, check, b->fix, "NCCL %s: %s (%s): %s%s. ncclguard: %s. %s", v, b->id, b->versions, b->what, note, b->guard, b->url);
+    char tv[512], tw[512], tg[512], tf[256];
+    report(INFO, check, b->fix[0] ? plain(b->fix, tf, sizeof tf) : NULL, "NCCL %s%s: %s (%s): %s%s. ncclguard, %s: %s. %s", v, on,
+           b->id, plain(b->versions, tv, sizeof tv), plain(b->what, tw, sizeof tw), note, verdict_text[b->verdict],
+           plain(b->guard, tg, sizeof tg), b->url);
     named++;
   }
   if (!named) report(OK, check, NULL, "NCCL %s: no catalogued registration bug applies (docs/NCCL.md section 10)", v);
