@@ -401,7 +401,7 @@ for v in 22809 22907; do
   [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*win0=null .*win1=set .*sum=ok')" = 2 ] \
     && [ "$(logs lay-$v | grep -c 'seq=0 .*decision=degrade reason=layout_mismatch')" = 2 ] \
     && [ "$(logs lay-$v | grep -c 'fn=layout msg="the ranks of communicator .* allocations of different sizes at step 0: from 2097152 to 4194304 bytes')" = 2 ] \
-    && pass "layout-mismatch-$v-refused-every-rank" || fail "layout-mismatch-$v-refused-every-rank" "$(why lay-$v)"
+    && pass "layout-mismatch (NCCL $v: refused on every rank)" || fail "layout-mismatch (NCCL $v: refused on every rank)" "$(why lay-$v)"
 done
 out=$(FAKE_NCCL_VERSION=23007 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/lay-23007.%p.log" fake_run "$L" layout-sizes --timeout 20 2>/dev/null); rc=$?
 [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*win0=set .*win1=set .*sum=ok')" = 2 ] \
@@ -443,7 +443,7 @@ for v in 22907 23007; do
   [ $rc = 0 ] && [ "$(nok)" = 2 ] && lhas nullmix-$v 'rank=0 .*decision=degrade reason=peer_null_window' \
     && lhas nullmix-$v 'rank=1 .*decision=degrade reason=null_window' \
     && [ "$(logs nullmix-$v | grep -c 'fn=symmetric msg=".*symmetric support on some ranks of this communicator only')" = 2 ] \
-    && pass "null-window-mixed-$v-agreed" || fail "null-window-mixed-$v-agreed" "$(why nullmix-$v)"
+    && pass "null-window-mixed (NCCL $v: NULL on every rank)" || fail "null-window-mixed (NCCL $v: NULL on every rank)" "$(why nullmix-$v)"
 done
 
 # --- registered memory accounted: each registration and deregistration line carries its communicator's live
