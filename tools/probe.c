@@ -99,6 +99,8 @@ static const struct scenario catalogue[] = {
      "one allocation registered again and again in a small symmetric space: 2.30.7 runs out of it"},
     {"asym-cudaMalloc-rank0", 2, "ngtest", "-n %R -m proc --alloc cuda0", NULL,
      "a buffer one rank cannot register (cudaMalloc on rank 0): that rank errors, the other hangs"},
+    {"late-peer", 2, "faults", "late --late 3 -n %R", NULL,
+     "one rank reaches the registration 3 s after the other: both must succeed (NCCL has no timeout there)"},
 };
 #define NSCEN ((int)(sizeof catalogue / sizeof *catalogue))
 

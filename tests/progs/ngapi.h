@@ -2,7 +2,8 @@
  * programs `ncclguard-doctor --probe` runs and tests/gpu/run runs, `make probe` -> $(BUILD)/probe/).
  * No nccl.h and no CUDA header: NCCL's types come from shim/nccl_abi.h (the library's own
  * declarations, checked against every nccl.h by tests/t_abi.sh), the few constants beyond it are
- * below (checked against nccl.h and driver_types.h by tests/abi/abi_check.c), and the libraries are
+ * below (tests/abi/abi_check.c redeclares the list against every nccl.h and compares the values with
+ * nccl.h and driver_types.h), and the libraries are
  * opened at run time by ngapi.c:
  *   - libnccl: $NGTEST_NCCL_LIB, else "libnccl.so.2" (the library path), loaded RTLD_GLOBAL; every NCCL
  *     function is then looked up with dlsym(RTLD_DEFAULT), so a preloaded library that defines it
@@ -24,6 +25,17 @@
 #define NG_NCCL_SUM 0                /* ncclSum */
 #define NG_NCCL_WIN_COLL_SYMMETRIC 1 /* NCCL_WIN_COLL_SYMMETRIC */
 #define NG_NCCL_CONFIG_UNDEF_INT INT_MIN
+/* ncclSimInfo_t (2.22+; nccl_abi.h keeps it opaque) and its initializer's magic */
+struct ng_nccl_sim_info {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  float estimatedTime;
+};
+#define NG_NCCL_SIM_INFO_MAGIC 0x74685283u
+#ifndef NG_ABI_CHECK
+#define ncclSimInfo_t struct ng_nccl_sim_info /* nccl_abi.h's is opaque; nccl.h's own in the ABI check */
+#endif
 
 /* X(return, name, (parameters)): every NCCL function the header-free programs call */
 #define NG_PROG_NCCL(X)                                                                                   \
@@ -39,6 +51,9 @@
   X(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * asyncError))                    \
   X(ncclResult_t, ncclCommDestroy, (ncclComm_t comm))                                                     \
   X(ncclResult_t, ncclCommAbort, (ncclComm_t comm))                                                       \
+  X(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int* count))                                     \
+  X(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int* rank))                                   \
+  X(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo))                                       \
   X(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size))                                                \
   X(ncclResult_t, ncclMemFree, (void* ptr))                                                               \
   X(ncclResult_t, ncclCommWindowRegister, (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,   \
@@ -95,6 +110,11 @@ const struct ng_api_nccl* ng_api(void);
 #define ncclCommGetAsyncError (*ng_api()->ncclCommGetAsyncError)
 #define ncclCommDestroy (*ng_api()->ncclCommDestroy)
 #define ncclCommAbort (*ng_api()->ncclCommAbort)
+#define ncclCommCount (*ng_api()->ncclCommCount)
+#define ncclCommUserRank (*ng_api()->ncclCommUserRank)
+#define ncclGroupSimulateEnd (*ng_api()->ncclGroupSimulateEnd)
+#define NCCL_SIM_INFO_INITIALIZER \
+  {sizeof(struct ng_nccl_sim_info), NG_NCCL_SIM_INFO_MAGIC, (unsigned)ng_api_nccl_version(), -1.0f}
 #define ncclMemAlloc (*ng_api()->ncclMemAlloc)
 #define ncclMemFree (*ng_api()->ncclMemFree)
 #define ncclCommWindowRegister (*ng_api()->ncclCommWindowRegister)

@@ -133,7 +133,7 @@ progs-real-check:
 # What ncclguard-doctor --probe runs and tests/gpu/run runs; installed into libexec/ncclguard and carried
 # by the wheel. Built with the tools (make, make tools), into $(BUILD)/probe/.
 PROBE_DIR = $(BUILD)/probe
-PROBE_NAMES = ngtest repeat
+PROBE_NAMES = ngtest repeat faults
 PROBE_PROGS = $(addprefix $(PROBE_DIR)/,$(PROBE_NAMES))
 PROBE_CFLAGS = $(ALL_CFLAGS) -DNG_HEADERFREE -I$(PROGS_SRCDIR) -Ishim
 PROBE_API = $(PROGS_SRCDIR)/ngapi.c
@@ -145,5 +145,9 @@ $(PROBE_DIR)/repeat: $(PROGS_SRCDIR)/repeat.c $(PROGS_COMMON) $(PROBE_API) $(PRO
 	@mkdir -p $(@D)
 	$(call ng_deps,$(CC) $(PROBE_CFLAGS),$(PROGS_SRCDIR)/repeat.c $(PROGS_COMMON) $(PROBE_API))
 	$(CC) $(PROBE_CFLAGS) -o $@ $(PROGS_SRCDIR)/repeat.c $(PROGS_COMMON) $(PROBE_API) -ldl -lpthread
+$(PROBE_DIR)/faults: $(PROGS_SRCDIR)/faults.c $(PROGS_COMMON) $(PROBE_API) $(PROGS_HDR) shim/nccl_abi.h
+	@mkdir -p $(@D)
+	$(call ng_deps,$(CC) $(PROBE_CFLAGS),$(PROGS_SRCDIR)/faults.c $(PROGS_COMMON) $(PROBE_API))
+	$(CC) $(PROBE_CFLAGS) -o $@ $(PROGS_SRCDIR)/faults.c $(PROGS_COMMON) $(PROBE_API) -ldl -lpthread
 .PHONY: probe
 probe: $(PROBE_PROGS)
