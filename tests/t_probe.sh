@@ -42,7 +42,7 @@ graph-capture|ok|ok|same
 dereg-after-destroy|fail: deregister after destroy: ncclUnhandledCudaError|ok|fixed
 null-win|crash (SIGSEGV)|ok, reg=ncclInvalidArgument|fixed
 repeat-registration|ok|ok|same
-asym-cudaMalloc-rank0|hang (ncclAllReduce)|ok, win=NULL|fixed
+asym-cudaMalloc-rank0|hang (rank 0 in ncclAllReduce)|ok, win=NULL|fixed
 late-peer|ok|ok|same
 EOF
   ;;
@@ -56,7 +56,7 @@ graph-capture|fail: the caller's capture was invalidated; registration: ncclUnha
 dereg-after-destroy|fail: deregister after destroy: ncclUnhandledCudaError|ok|fixed
 null-win|fail: registration returned ncclSuccess, an error was expected|ok, reg=ncclInvalidArgument|fixed
 repeat-registration|ok|ok|same
-asym-cudaMalloc-rank0|hang (ncclAllReduce)|ok, win=NULL|fixed
+asym-cudaMalloc-rank0|hang (rank 0 in ncclAllReduce)|ok, win=NULL|fixed
 late-peer|ok|ok|same
 EOF
   ;;
@@ -70,7 +70,7 @@ graph-capture|fail: the caller's capture was invalidated; registration: ncclUnha
 dereg-after-destroy|fail: deregister after destroy: ncclUnhandledCudaError|ok|fixed
 null-win|ok, reg=ncclInvalidArgument|ok, reg=ncclInvalidArgument|same
 repeat-registration|ok|ok|same
-asym-cudaMalloc-rank0|hang (ncclAllReduce)|ok, win=NULL|fixed
+asym-cudaMalloc-rank0|hang (rank 0 in ncclAllReduce)|ok, win=NULL|fixed
 late-peer|ok|ok|same
 EOF
   ;;
@@ -84,7 +84,7 @@ graph-capture|ok|ok|same
 dereg-after-destroy|fail: deregister after destroy: ncclUnhandledCudaError|ok|fixed
 null-win|ok, reg=ncclInvalidArgument|ok, reg=ncclInvalidArgument|same
 repeat-registration|fail: 64 of 72 windows, first failure ncclInternalError "Allocation failed. No suitable sp|ok|fixed
-asym-cudaMalloc-rank0|hang (ncclAllReduce)|ok, win=NULL|fixed
+asym-cudaMalloc-rank0|hang (rank 0 in ncclAllReduce)|ok, win=NULL|fixed
 late-peer|ok|ok|same
 EOF
   ;;
@@ -143,7 +143,7 @@ assert (nc["bare"], nc["guard"], nc["verdict"], nc["bare_exit"], nc["guard_exit"
     ("crash (SIGSEGV)", "ok, reg=ncclInvalidArgument", "fixed", 139, 0), nc
 a = d["scenarios"][2]
 # the scenario program's own watchdog (124) names the step, before the probe's time limit (137)
-assert a["ranks"] == 2 and a["bare"] == "hang (ncclAllReduce)" and a["bare_exit"] == 124 and a["verdict"] == "fixed", a
+assert a["ranks"] == 2 and a["bare"] == "hang (rank 0 in ncclAllReduce)" and a["bare_exit"] == 124 and a["verdict"] == "fixed", a
 EOF
 then pass probe-json-schema; else fail probe-json-schema "rc=$rc $(head -c 600 "$T/j.out")"; fi
 probe FAKE_NCCL_VERSION=22809 timeout 60 "$DOC" --probe --no-python --json --nccl "$T/none/libnccl.so.2" >"$T/j2.out" 2>"$T/j2.err"; rc=$?

@@ -540,14 +540,21 @@ static int after(const char *text, const char *key, const char *stop, char *out,
 
 static void outcome(const char *file, int rc, char *out, size_t n) {
   char *t = slurp(file), w[256];
-  if (rc == -1 || rc == 124) {
-    if (after(t, "RESULT fail hang in ", "(\n", w, sizeof w) && w[0]) snprintf(out, n, "hang (%.100s)", w);
+  if (rc == -1 || rc == 124 || rc == 137) {
+    /* "rank R/N: RESULT fail hang in STEP (watchdog ...)" -> "hang (rank R in STEP)" */
+    const char *h = strstr(t, ": RESULT fail hang in ");
+    const char *b = h;
+    while (b && b > t && b[-1] != '\n') b--;
+    int r = -1;
+    if (h && sscanf(b, "rank %d/", &r) == 1 && after(h, "RESULT fail hang in ", "(\n", w, sizeof w) && w[0])
+      snprintf(out, n, "hang (rank %d in %.100s)", r, w);
     else snprintf(out, n, "hang");
   } else {
     int sig = 0;
     const char *k = strstr(t, "killed by signal ");
     if (k) sig = atoi(k + strlen("killed by signal "));
     if (!sig && rc > 128) sig = rc - 128;
+    if (sig == SIGTERM && strstr(t, "RESULT fail")) sig = 0; /* the others stopped after one rank failed */
     if (sig) snprintf(out, n, "crash (%s)", sig_name(sig));
     else if (rc == 77) {
       after(t, "RESULT skip ", "|\n", w, sizeof w);
