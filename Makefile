@@ -153,7 +153,8 @@ demo: $(filter deps,$(MAKECMDGOALS))
 # make uninstall, with the same PREFIX and DESTDIR, removes exactly that: those files, then the
 # directories install created, when they are empty.
 NG_INSTALL_ITEMS = file 0755 $(SHIM) lib $(foreach t,$(TOOLS_BIN),file 0755 $(t) bin) \
-  $(foreach p,$(PROBE_PROGS),file 0755 $(p) libexec/ncclguard) tree 0644 tools/python share/ncclguard/python
+  $(foreach p,$(PROBE_PROGS),file 0755 $(p) libexec/ncclguard) $(foreach p,$(PROBE_DATA),file 0644 $(p) libexec/ncclguard) \
+  tree 0644 tools/python share/ncclguard/python
 install: all
 	@tools/install.sh install "$(DESTDIR)" "$(PREFIX)" $(NG_INSTALL_ITEMS)
 uninstall:

@@ -5,7 +5,7 @@
 # into the package:
 #   ncclguard/lib/libncclguard.so                       the library
 #   ncclguard/bin/ncclguard-run, -doctor, -report        the tools (the launcher is the versioned copy)
-#   ncclguard/libexec/ncclguard/ngtest, repeat          the scenario programs of ncclguard-doctor --probe
+#   ncclguard/libexec/ncclguard/ngtest, faults, repeat, torch_symm.py   the scenarios of ncclguard-doctor --probe
 #                                                       (header-free: NCCL and CUDA opened at run time)
 #   ncclguard/bin/python/                               the launcher's Python hook directory
 #                                                       (sitecustomize.py + ncclguard_hook), as in build/
@@ -120,7 +120,7 @@ class BuildPy(build_py):
         os.makedirs(probe_dst, exist_ok=True)
         for p in sorted(os.listdir(probe_src)):
             src = os.path.join(probe_src, p)
-            if os.path.isfile(src) and os.access(src, os.X_OK) and "." not in p:
+            if os.path.isfile(src) and ((os.access(src, os.X_OK) and "." not in p) or p.endswith(".py")):
                 self.copy_file(src, os.path.join(probe_dst, p))
         # The launcher's hook directory (it looks for ./python next to itself): as tools/python.
         hook_src = os.path.join(HERE, "tools", "python")

@@ -71,7 +71,8 @@ miss=""
 for f in ncclguard.pth ncclguard/__init__.py ncclguard/_boot.py ncclguard/_version.py ncclguard/lib/libncclguard.so \
   ncclguard/bin/ncclguard-run ncclguard/bin/ncclguard-doctor ncclguard/bin/ncclguard-report \
   ncclguard/bin/python/sitecustomize.py ncclguard/bin/python/ncclguard_hook/__init__.py \
-  ncclguard/libexec/ncclguard/ngtest ncclguard/libexec/ncclguard/repeat \
+  ncclguard/libexec/ncclguard/ngtest ncclguard/libexec/ncclguard/repeat ncclguard/libexec/ncclguard/faults \
+  ncclguard/libexec/ncclguard/torch_symm.py \
   ncclguard_hook/__init__.py ncclguard_hook/_vars.py; do
   grep -qx "$f" "$T/whl.list" || miss="$miss $f"
 done

@@ -44,6 +44,8 @@ null-win|crash (SIGSEGV)|ok, reg=ncclInvalidArgument|fixed
 repeat-registration|ok|ok|same
 asym-cudaMalloc-rank0|hang (rank 0 in ncclAllReduce)|ok, win=NULL|fixed
 late-peer|ok|ok|same
+torch-lazy|skip: --no-python|skip: --no-python|skip
+torch-eager|skip: --no-python|skip: --no-python|skip
 EOF
   ;;
   22809) cat <<'EOF'
@@ -58,6 +60,8 @@ null-win|fail: registration returned ncclSuccess, an error was expected|ok, reg=
 repeat-registration|ok|ok|same
 asym-cudaMalloc-rank0|hang (rank 0 in ncclAllReduce)|ok, win=NULL|fixed
 late-peer|ok|ok|same
+torch-lazy|skip: --no-python|skip: --no-python|skip
+torch-eager|skip: --no-python|skip: --no-python|skip
 EOF
   ;;
   22903) cat <<'EOF'
@@ -72,6 +76,8 @@ null-win|ok, reg=ncclInvalidArgument|ok, reg=ncclInvalidArgument|same
 repeat-registration|ok|ok|same
 asym-cudaMalloc-rank0|hang (rank 0 in ncclAllReduce)|ok, win=NULL|fixed
 late-peer|ok|ok|same
+torch-lazy|skip: --no-python|skip: --no-python|skip
+torch-eager|skip: --no-python|skip: --no-python|skip
 EOF
   ;;
   23007) cat <<'EOF'
@@ -86,6 +92,8 @@ null-win|ok, reg=ncclInvalidArgument|ok, reg=ncclInvalidArgument|same
 repeat-registration|fail: 64 of 72 windows, first failure ncclInternalError "Allocation failed. No suitable sp|ok|fixed
 asym-cudaMalloc-rank0|hang (rank 0 in ncclAllReduce)|ok, win=NULL|fixed
 late-peer|ok|ok|same
+torch-lazy|skip: --no-python|skip: --no-python|skip
+torch-eager|skip: --no-python|skip: --no-python|skip
 EOF
   ;;
   esac
@@ -97,7 +105,7 @@ for v in 23007 22903 22809 22703; do
   rows "$T/p$v.out" >"$T/p$v.rows"
   expect $v >"$T/p$v.want"
   if [ $rc -eq 0 ] && cmp -s "$T/p$v.rows" "$T/p$v.want" && has "$T/p$v.out" '^ncclguard-doctor --probe: [0-9.]+ s; nothing is worse with ncclguard' \
-     && has "$T/p$v.err" '\[10/11\] asym-cudaMalloc-rank0 +NCCL alone: hang'; then
+     && has "$T/p$v.err" '\[10/13\] asym-cudaMalloc-rank0 +NCCL alone: hang'; then
     pass "probe-table-$v"
   else
     fail "probe-table-$v" "rc=$rc; $(tail -n 1 "$T/p$v.out"); differences (want / got): $(diff "$T/p$v.want" "$T/p$v.rows" | grep '^[<>]' | tr '\n' ' ')"
@@ -108,7 +116,7 @@ done
 probe FAKE_NCCL_VERSION=22809 FAKE_CUDA_DEVICES=2 timeout 60 "$DOC" --probe --no-python >"$T/one.out" 2>"$T/one.err"; rc=$?
 if [ $rc -eq 0 ] && rows "$T/one.out" | grep -qx 'asym-cudaMalloc-rank0|skip: needs 2 GPUs (--gpus 2)|skip: needs 2 GPUs (--gpus 2)|skip' \
    && rows "$T/one.out" | grep -qx 'null-comm|crash (SIGSEGV)|ok, reg=ncclInvalidArgument|fixed' \
-   && has "$T/one.err" '1 of 2 GPUs' && has "$T/one.out" '2 skipped'; then pass probe-one-gpu
+   && has "$T/one.err" '1 of 2 GPUs' && has "$T/one.out" '4 skipped'; then pass probe-one-gpu
 else fail probe-one-gpu "rc=$rc $(tail -4 "$T/one.out" | tr '\n' ' ')"; fi
 probe FAKE_NCCL_VERSION=22809 FAKE_CUDA_DEVICES=1 timeout 60 "$DOC" --probe --no-python --gpus 4 --only asym >"$T/g1.out" 2>&1; rc=$?
 if [ $rc -eq 0 ] && rows "$T/g1.out" | grep -qx 'asym-cudaMalloc-rank0|skip: needs 2 GPUs, 1 here|skip: needs 2 GPUs, 1 here|skip'; then pass probe-gpus-capped
@@ -219,6 +227,14 @@ if [ $rc -eq 0 ] && has "$T/w.err" "found by the library path" \
    && has "$T/w.err" "note: PyTorch jobs of python3 load $T/py/nvidia/nccl/lib/libnccl.so.2 instead: --nccl $T/py/nvidia/nccl/lib/libnccl.so.2 probes that one"; then
   pass probe-wheel-note
 else fail probe-wheel-note "rc=$rc $(head -3 "$T/w.err" | tr '\n' ' ')"; fi
+# PyTorch: its scenarios run when the Python's torch imports (and sees a GPU); here a Python without it
+mkdir -p "$T/notorch"
+probe PYTHONPATH="$T/notorch" FAKE_NCCL_VERSION=22809 timeout 60 "$DOC" --probe --only 'normal|torch' >"$T/t.out" 2>"$T/t.err"; rc=$?
+probe FAKE_NCCL_VERSION=22809 timeout 60 "$DOC" --probe --no-torch --only 'torch-eager' >"$T/t2.out" 2>&1; rc2=$?
+if [ $rc -eq 0 ] && [ $rc2 -eq 0 ] && rows "$T/t.out" | grep -Eq '^torch-lazy\|skip: (ModuleNotFoundError|RuntimeError|ImportError)' \
+   && rows "$T/t.out" | grep -q '^torch-eager|skip: ' && rows "$T/t2.out" | grep -qx 'torch-eager|skip: --no-torch|skip: --no-torch|skip'; then
+  pass probe-torch-skipped
+else fail probe-torch-skipped "rc=$rc/$rc2 $(rows "$T/t.out" | tr '\n' ' ') $(rows "$T/t2.out")"; fi
 # the wheel alone (nothing on the library path but the driver): used, and said so
 if ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
   echo "# skip probe-wheel-used: this machine has a libnccl.so.2 in ld.so.cache, which comes first"
@@ -239,7 +255,8 @@ if [ $rc -eq 0 ] && echo "$out" | grep -q '^Usage: ncclguard-doctor --probe' && 
 else fail probe-help "rc=$rc"; fi
 # make install: the programs in libexec/ncclguard, found from bin/ (no compiler, no header at run time)
 if make -C "$NG_ROOT" -s BUILD="$B" install DESTDIR="$T/inst" PREFIX=/usr >"$T/inst.log" 2>&1 \
-   && [ -x "$T/inst/usr/libexec/ncclguard/ngtest" ] && [ -x "$T/inst/usr/libexec/ncclguard/repeat" ]; then
+   && [ -x "$T/inst/usr/libexec/ncclguard/ngtest" ] && [ -x "$T/inst/usr/libexec/ncclguard/repeat" ] \
+   && [ -x "$T/inst/usr/libexec/ncclguard/faults" ] && [ -f "$T/inst/usr/libexec/ncclguard/torch_symm.py" ]; then
   probe FAKE_NCCL_VERSION=22809 timeout 60 "$T/inst/usr/bin/ncclguard-doctor" --probe --no-python --only 'normal|null-comm' \
     >"$T/i.out" 2>"$T/i.err"; rc=$?
   if [ $rc -eq 0 ] && rows "$T/i.out" | grep -qx 'null-comm|crash (SIGSEGV)|ok, reg=ncclInvalidArgument|fixed' \

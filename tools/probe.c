@@ -62,7 +62,9 @@ static const char *probe_usage =
     "  --outdir DIR       keep every run's output there (default: a temporary directory, removed\n"
     "                     unless a verdict is REGRESSION)\n"
     "  --python PATH      the Python whose nvidia-nccl wheel counts (default: $PYTHON, python3)\n"
-    "  --no-python        do not look for the wheel\n"
+    "  --no-python        look for neither the wheel nor PyTorch\n"
+    "  --no-torch         leave the PyTorch scenarios out (they run when the Python's torch imports,\n"
+    "                     with PyTorch's own NCCL, under torchrun, one process per GPU used)\n"
     "  --list             list the scenarios and exit\n"
     "  -h, --help         this text\n"
     "\n"
@@ -75,32 +77,37 @@ static const char *probe_usage =
 /* ---- the scenarios: one row per known failure; the programs and flags tests/gpu/run uses ---- */
 struct scenario {
   const char *name;
-  int ranks;          /* 1, or 2: one process per GPU */
+  int ranks;          /* 1, or 2: one process per GPU; PyTorch scenarios: at least, one process per GPU used */
+  int torch;          /* 1: a PyTorch script (prog) under torchrun, with the Python of --python */
   const char *prog;   /* in the programs directory */
   const char *args;   /* blank-separated; %R the ranks, %S the repeat size, %K the repeat count */
   const char *env;    /* NAME=VALUE set for both runs, or NULL */
   const char *what;
 };
 static const struct scenario catalogue[] = {
-    {"normal", 1, "ngtest", "-n %R -m proc", NULL, "registration as the first operation, then an all-reduce on the window"},
-    {"null-comm", 1, "ngtest", "-n %R -m proc --null-comm", NULL,
+    {"normal", 1, 0, "ngtest", "-n %R -m proc", NULL, "registration as the first operation, then an all-reduce on the window"},
+    {"null-comm", 1, 0, "ngtest", "-n %R -m proc --null-comm", NULL,
      "registration on a NULL communicator (a lazy PyTorch group): a crash before NCCL 2.29"},
-    {"first-op-nonblocking", 1, "ngtest", "-n %R -m proc --nonblocking", NULL,
+    {"first-op-nonblocking", 1, 0, "ngtest", "-n %R -m proc --nonblocking", NULL,
      "registration right after a nonblocking init: an error (2.28) or a silent NULL window (2.29+)"},
-    {"cudaMalloc-all", 1, "ngtest", "-n %R -m proc --alloc cuda", NULL, "a cudaMalloc buffer, which NCCL cannot register"},
-    {"misaligned-offset-1000", 1, "ngtest", "-n %R -m proc --offset 1000", NULL,
+    {"cudaMalloc-all", 1, 0, "ngtest", "-n %R -m proc --alloc cuda", NULL, "a cudaMalloc buffer, which NCCL cannot register"},
+    {"misaligned-offset-1000", 1, 0, "ngtest", "-n %R -m proc --offset 1000", NULL,
      "a buffer 1000 bytes into its allocation (not a multiple of 4096)"},
-    {"graph-capture", 1, "ngtest", "-n %R -m proc --capture", NULL,
+    {"graph-capture", 1, 0, "ngtest", "-n %R -m proc --capture", NULL,
      "registration during CUDA graph capture: an error and a lost capture before 2.30.7"},
-    {"dereg-after-destroy", 1, "ngtest", "-n %R -m proc --dereg-after-destroy", NULL,
+    {"dereg-after-destroy", 1, 0, "ngtest", "-n %R -m proc --dereg-after-destroy", NULL,
      "deregistration after the communicator was destroyed (PyTorch's teardown order)"},
-    {"null-win", 1, "ngtest", "-n %R -m proc --null-win", NULL, "a NULL window pointer: a crash (2.27) or success written to no one (2.28)"},
-    {"repeat-registration", 1, "repeat", "-n %R --size %S --times %K --expect-all", "NCCL_WIN_STRIDE=8388608",
+    {"null-win", 1, 0, "ngtest", "-n %R -m proc --null-win", NULL, "a NULL window pointer: a crash (2.27) or success written to no one (2.28)"},
+    {"repeat-registration", 1, 0, "repeat", "-n %R --size %S --times %K --expect-all", "NCCL_WIN_STRIDE=8388608",
      "one allocation registered again and again in a small symmetric space: 2.30.7 runs out of it"},
-    {"asym-cudaMalloc-rank0", 2, "ngtest", "-n %R -m proc --alloc cuda0", NULL,
+    {"asym-cudaMalloc-rank0", 2, 0, "ngtest", "-n %R -m proc --alloc cuda0", NULL,
      "a buffer one rank cannot register (cudaMalloc on rank 0): that rank errors, the other hangs"},
-    {"late-peer", 2, "faults", "late --late 3 -n %R", NULL,
+    {"late-peer", 2, 0, "faults", "late --late 3 -n %R", NULL,
      "one rank reaches the registration 3 s after the other: both must succeed (NCCL has no timeout there)"},
+    {"torch-lazy", 1, 1, "torch_symm.py", "--mode lazy", NULL,
+     "(PyTorch, its own NCCL) symmetric-memory rendezvous on a lazily created group: a crash before NCCL 2.29"},
+    {"torch-eager", 1, 1, "torch_symm.py", "--mode eager", NULL,
+     "(PyTorch, its own NCCL) the same on an eagerly created group (init_process_group(device_id=...))"},
 };
 #define NSCEN ((int)(sizeof catalogue / sizeof *catalogue))
 
@@ -289,7 +296,9 @@ static int load_nccl(const char *name, char *path, size_t n, int *code, char *wh
   return 1; /* stays loaded: unloading NCCL is not worth the risk */
 }
 
-static const char *wheel_script =
+/* what the Python of the jobs has: the nvidia-nccl wheel's libnccl, and whether PyTorch (with symmetric
+ * memory) imports */
+static const char *python_script =
     "import os\n"
     "try:\n"
     "    import nvidia.nccl as m\n"
@@ -297,23 +306,38 @@ static const char *wheel_script =
     "        p = os.path.join(d, 'lib', 'libnccl.so.2')\n"
     "        if os.path.exists(p): print('NGP wheel=' + p); break\n"
     "except Exception:\n"
-    "    pass\n";
+    "    pass\n"
+    "try:\n"
+    "    import torch, torch.distributed._symmetric_memory\n"
+    "    if not torch.cuda.is_available(): raise RuntimeError('PyTorch sees no GPU')\n"
+    "    print('NGP torch=' + str(torch.__version__))\n"
+    "except Exception as e:\n"
+    "    print('NGP notorch=' + type(e).__name__ + ': ' + str(e).replace('\\n', ' ')[:160])\n";
+static char py_torch[128], py_notorch[256];
 
-static void python_wheel(const char *python, char *out, size_t n) {
+static void line_value(const char *text, const char *key, char *out, size_t n) {
+  const char *w = strstr(text, key);
   out[0] = 0;
-  if (!python) return;
-  char *argv[] = {(char *)python, "-c", (char *)wheel_script, NULL};
-  const char *o = capture(argv, 20);
-  const char *w = strstr(o, "NGP wheel=");
   if (!w) return;
-  w += strlen("NGP wheel=");
-  size_t k = strcspn(w, "\n");
-  snprintf(out, n, "%.*s", (int)k, w);
+  w += strlen(key);
+  snprintf(out, n, "%.*s", (int)strcspn(w, "\n"), w);
+}
+
+static void python_facts(const char *python, char *wheel, size_t n) {
+  wheel[0] = 0;
+  if (!python) return;
+  char *argv[] = {(char *)python, "-c", (char *)python_script, NULL};
+  const char *o = capture(argv, 30);
+  line_value(o, "NGP wheel=", wheel, n);
+  line_value(o, "NGP torch=", py_torch, sizeof py_torch);
+  line_value(o, "NGP notorch=", py_notorch, sizeof py_notorch);
+  if (!py_torch[0] && !py_notorch[0]) snprintf(py_notorch, sizeof py_notorch, "%.200s did not run", python);
 }
 
 static int find_nccl(const char *opt, const char *python, struct nccl_found *f, char *why, size_t wn) {
   char wheel[PATH_MAX] = "", e1[1024] = "";
   if (opt) {
+    python_facts(python, wheel, sizeof wheel); /* for PyTorch */
     if (!load_nccl(opt, f->path, sizeof f->path, &f->code, e1, sizeof e1)) {
       snprintf(why, wn, "--nccl %s: %s", opt, e1);
       return 0;
@@ -321,7 +345,7 @@ static int find_nccl(const char *opt, const char *python, struct nccl_found *f, 
     snprintf(f->how, sizeof f->how, "--nccl");
     return 1;
   }
-  python_wheel(python, wheel, sizeof wheel);
+  python_facts(python, wheel, sizeof wheel);
   if (load_nccl("libnccl.so.2", f->path, sizeof f->path, &f->code, e1, sizeof e1)) {
     snprintf(f->how, sizeof f->how, "the library path (LD_LIBRARY_PATH, ld.so.cache)");
     char wr[PATH_MAX];
@@ -370,15 +394,25 @@ static int count_gpus(char *name, size_t n, char *why, size_t wn) {
 }
 
 /* ---- one run ---- */
-static char progdir[PATH_MAX], guardlib[PATH_MAX], outdir[PATH_MAX];
+static char progdir[PATH_MAX], guardlib[PATH_MAX], outdir[PATH_MAX], hookdir[PATH_MAX];
 static struct nccl_found nccl;
 
 /* the argument list of a scenario: "%R", "%S", "%K" replaced */
-static int build_argv(const struct scenario *s, int ranks, const char *rsize, long rtimes, char *store, size_t sn,
-                      char **argv, int maxv) {
+static int build_argv(const struct scenario *s, int ranks, const char *rsize, long rtimes, const char *python, char *store,
+                      size_t sn, char **argv, int maxv) {
   int argc = 0;
   size_t used = 0;
-  int k = snprintf(store, sn, "%s/%s", progdir, s->prog);
+  int k;
+  if (s->torch) { /* python -m torch.distributed.run --standalone --nproc-per-node=N SCRIPT ARGS */
+    static char nproc[48];
+    snprintf(nproc, sizeof nproc, "--nproc-per-node=%d", ranks);
+    argv[argc++] = (char *)python;
+    argv[argc++] = "-m";
+    argv[argc++] = "torch.distributed.run";
+    argv[argc++] = "--standalone";
+    argv[argc++] = nproc;
+  }
+  k = snprintf(store, sn, "%s/%s", progdir, s->prog);
   argv[argc++] = store;
   used = (size_t)k + 1;
   char tmp[512];
@@ -464,7 +498,13 @@ static int run_one(const struct scenario *s, char **argv, int guard, double limi
       snprintf(lf, sizeof lf, "%s/%%h-%%p.log", logd);
       setenv("NCCLGUARD_LOG_FILE", lf, 1);
     }
-    execv(argv[0], argv);
+    if (guard && s->torch && hookdir[0]) { /* as ncclguard-run does: the Python start-up hook too */
+      const char *pp = getenv("PYTHONPATH");
+      char v[8192];
+      snprintf(v, sizeof v, "%s%s%s", hookdir, pp && *pp ? ":" : "", pp && *pp ? pp : "");
+      setenv("PYTHONPATH", v, 1);
+    }
+    execvp(argv[0], argv);
     fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);
   }
@@ -553,6 +593,18 @@ static void outcome(const char *file, int rc, char *out, size_t n) {
     int sig = 0;
     const char *k = strstr(t, "killed by signal ");
     if (k) sig = atoi(k + strlen("killed by signal "));
+    /* torchrun: "Signal 11 (SIGSEGV) received by PID ..." or "exitcode  : -11" */
+    if (!sig && (k = strstr(t, "Signal ")) != NULL && strstr(k, " (SIG") == k + 7 + strspn(k + 7, "0123456789"))
+      sig = atoi(k + 7);
+    if (!sig && (k = strstr(t, "exitcode")) != NULL) {
+      k += strlen("exitcode");
+      k += strspn(k, " ");
+      if (*k == ':') {
+        k++;
+        k += strspn(k, " ");
+        if (*k == '-') sig = atoi(k + 1);
+      }
+    }
     if (!sig && rc > 128) sig = rc - 128;
     if (sig == SIGTERM && strstr(t, "RESULT fail")) sig = 0; /* the others stopped after one rank failed */
     if (sig) snprintf(out, n, "crash (%s)", sig_name(sig));
@@ -573,6 +625,8 @@ static void outcome(const char *file, int rc, char *out, size_t n) {
       }
     } else if (after(t, "RESULT fail ", "|\n", w, sizeof w) && w[0]) {
       snprintf(out, n, "fail: %.84s", w);
+    } else if (after(t, "rendezvous=", " \n", w, sizeof w) && w[0]) {
+      snprintf(out, n, "fail: rendezvous=%.72s", w);
     } else {
       snprintf(out, n, "fail: exit %d", rc);
     }
@@ -608,7 +662,7 @@ static void print_list(void) {
 int ng_probe_main(int argc, char **argv) {
   const char *opt_nccl = NULL, *python = getenv("PYTHON"), *only = NULL, *opt_out = NULL, *rsize_s = "64M";
   long gpus = 1, budget = 60, timeout = 20;
-  int use_python = 1;
+  int use_python = 1, use_torch = 1;
   unsigned long long rsize = 64ULL << 20;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -617,6 +671,7 @@ int ng_probe_main(int argc, char **argv) {
     if (!strcmp(a, "--list")) { print_list(); return 0; }
     if (!strcmp(a, "--json")) { opt_json = 1; continue; }
     if (!strcmp(a, "--no-python")) { use_python = 0; continue; }
+    if (!strcmp(a, "--no-torch")) { use_torch = 0; continue; }
     static const char *with_arg[] = {"--nccl", "--nccl-lib", "--gpus", "--budget", "--timeout", "--only", "--outdir", "--python", "--repeat-size", NULL};
     int known = 0;
     for (int k = 0; with_arg[k]; k++) known |= !strcmp(a, with_arg[k]);
@@ -655,6 +710,9 @@ int ng_probe_main(int argc, char **argv) {
   if (lib_env && *lib_env && access(lib_env, R_OK) == 0 && realpath(lib_env, r)) snprintf(guardlib, sizeof guardlib, "%s", r);
   else if (!find_near(dir, lib_rel, NULL, guardlib, sizeof guardlib))
     return cannot("libncclguard.so is not next to ncclguard-doctor (%s, %s/../lib): make install, or set NCCLGUARD_LIB", dir, dir);
+
+  static const char *const hook_rel[] = {"python", "../share/ncclguard/python", "../tools/python", NULL};
+  if (!find_near(dir, hook_rel, "sitecustomize.py", hookdir, sizeof hookdir)) hookdir[0] = 0;
 
   char why[2048], gpu_name[256];
   if (!find_nccl(opt_nccl, python, &nccl, why, sizeof why)) return cannot("%s", why);
@@ -706,6 +764,19 @@ int ng_probe_main(int argc, char **argv) {
       snprintf(R->verdict, sizeof R->verdict, "skip");
       continue;
     }
+    const char *tskip = !s->torch ? NULL : !use_torch ? "--no-torch" : !python ? "--no-python"
+                        : py_notorch[0] ? py_notorch : NULL;
+    char tsp[PATH_MAX + 32];
+    snprintf(tsp, sizeof tsp, "%s/%s", progdir, s->prog);
+    if (s->torch && !tskip && access(tsp, R_OK) != 0) tskip = "torch_symm.py is not installed with the probe";
+    if (tskip) {
+      R->run = 2;
+      snprintf(R->bare, sizeof R->bare, "skip: %.100s", tskip);
+      snprintf(R->guard, sizeof R->guard, "%s", R->bare);
+      snprintf(R->verdict, sizeof R->verdict, "skip");
+      fprintf(stderr, "  [%d/%d] %-24s %s\n", k, nsel, s->name, R->bare);
+      continue;
+    }
     if (s->ranks > used) {
       R->run = 2;
       if (present >= s->ranks) snprintf(R->bare, sizeof R->bare, "skip: needs %d GPUs (--gpus %d)", s->ranks, s->ranks);
@@ -725,7 +796,7 @@ int ng_probe_main(int argc, char **argv) {
     }
     char store[PATH_MAX + 1024], *av[32], rs[32];
     snprintf(rs, sizeof rs, "%llu", rsize);
-    build_argv(s, s->ranks, rs, rtimes, store, sizeof store, av, 32);
+    build_argv(s, s->torch ? used : s->ranks, rs, rtimes, python, store, sizeof store, av, 32);
     R->run = 1;
     fprintf(stderr, "  [%d/%d] %-24s NCCL alone: ", k, nsel, s->name);
     double lim = left < timeout ? left : timeout;

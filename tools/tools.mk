@@ -14,7 +14,7 @@ TOOLS_OBJ = $(BUILD)/tools/doctor.o $(BUILD)/tools/probe.o $(BUILD)/tools/report
 
 .PHONY: tools docs readme
 # the probe's scenario programs (tests/progs/progs.mk, header-free) are part of the tools
-tools: $(TOOLS_BIN) $(VARS_PY) $(PROBE_PROGS)
+tools: $(TOOLS_BIN) $(VARS_PY) $(PROBE_PROGS) $(PROBE_DATA)
 
 # One object per source, each with its header dependencies (-MMD -MP); the table's reader is
 # the library's own object ($(BUILD)/shim/vars.o), with the tools' view of the table beside it

@@ -74,6 +74,8 @@ static struct {
   CUresult (*cuCtxSetCurrent)(CUcontext);
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
+  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
   CUresult (*cuMemcpy)(CUdeviceptr, CUdeviceptr, size_t);
   CUresult (*cuStreamCreate)(cudaStream_t*, unsigned);
   CUresult (*cuStreamDestroy)(cudaStream_t);
@@ -106,6 +108,8 @@ static void load_cuda(void) {
       {(void**)&cu.cuCtxSetCurrent, "cuCtxSetCurrent"},
       {(void**)&cu.cuMemAlloc, "cuMemAlloc_v2"},
       {(void**)&cu.cuMemFree, "cuMemFree_v2"},
+      {(void**)&cu.cuMemcpyHtoD, "cuMemcpyHtoD_v2"},
+      {(void**)&cu.cuMemcpyDtoH, "cuMemcpyDtoH_v2"},
       {(void**)&cu.cuMemcpy, "cuMemcpy"},
       {(void**)&cu.cuStreamCreate, "cuStreamCreate"},
       {(void**)&cu.cuStreamDestroy, "cuStreamDestroy_v2"},
@@ -171,9 +175,11 @@ ng_cuda_error_t ng_cudaFree(void* p) {
 }
 
 ng_cuda_error_t ng_cudaMemcpy(void* dst, const void* src, size_t bytes, int kind) {
-  (void)kind; /* unified addressing: the driver tells host from device memory */
   CUresult r = with_ctx();
-  return r ? r : rt(cu.cuMemcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes));
+  if (r) return r;
+  if (kind == NG_MEMCPY_HOST_TO_DEVICE) return rt(cu.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, bytes));
+  if (kind == NG_MEMCPY_DEVICE_TO_HOST) return rt(cu.cuMemcpyDtoH(dst, (CUdeviceptr)(uintptr_t)src, bytes));
+  return rt(cu.cuMemcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes)); /* unified addressing */
 }
 
 ng_cuda_error_t ng_cudaStreamCreate(cudaStream_t* s) {

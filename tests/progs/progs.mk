@@ -149,5 +149,10 @@ $(PROBE_DIR)/faults: $(PROGS_SRCDIR)/faults.c $(PROGS_COMMON) $(PROBE_API) $(PRO
 	@mkdir -p $(@D)
 	$(call ng_deps,$(CC) $(PROBE_CFLAGS),$(PROGS_SRCDIR)/faults.c $(PROGS_COMMON) $(PROBE_API))
 	$(CC) $(PROBE_CFLAGS) -o $@ $(PROGS_SRCDIR)/faults.c $(PROGS_COMMON) $(PROBE_API) -ldl -lpthread
+# the PyTorch scenario script (tests/gpu/torch_symm.py), beside them
+PROBE_DATA = $(PROBE_DIR)/torch_symm.py
+$(PROBE_DIR)/torch_symm.py: tests/gpu/torch_symm.py
+	@mkdir -p $(@D)
+	cp -f $< $@
 .PHONY: probe
-probe: $(PROBE_PROGS)
+probe: $(PROBE_PROGS) $(PROBE_DATA)
