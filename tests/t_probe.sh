@@ -198,9 +198,19 @@ cannot_case probe-nccl-broken-exit-2 'NCCL alone fails the normal scenario on th
   LD_PRELOAD="$T/bad/libbroken.so" FAKE_NCCL_VERSION=22809 timeout 30 "$DOC" --probe --no-python --only normal
 out=$(probe timeout 30 "$DOC" --probe --gpus 0 2>&1); rc=$?
 out2=$(probe timeout 30 "$DOC" --probe --frobnicate 2>&1); rc2=$?
+out3=$(probe timeout 30 "$DOC" --probe --repeat-size 7X 2>&1); rc3=$?
 if [ $rc -eq 2 ] && [ "$out" = "ncclguard-doctor --probe: --gpus needs 1..64, not '0' (see ncclguard-doctor --probe --help)" ] \
-   && [ $rc2 -eq 2 ] && echo "$out2" | grep -q "unknown option '--frobnicate'"; then pass probe-usage-exit-2
-else fail probe-usage-exit-2 "rc=$rc '$out' rc2=$rc2 '$out2'"; fi
+   && [ $rc2 -eq 2 ] && echo "$out2" | grep -q "unknown option '--frobnicate'" \
+   && [ $rc3 -eq 2 ] && echo "$out3" | grep -q -- "--repeat-size needs a size such as 64M"; then pass probe-usage-exit-2
+else fail probe-usage-exit-2 "rc=$rc '$out' rc2=$rc2 '$out2' rc3=$rc3 '$out3'"; fi
+# --repeat-size bounds the one large allocation; 0 leaves that scenario out
+probe FAKE_NCCL_VERSION=23007 timeout 60 "$DOC" --probe --no-python --only 'repeat' --repeat-size 0 >"$T/rs0.out" 2>&1; rc=$?
+probe FAKE_NCCL_VERSION=23007 timeout 60 "$DOC" --probe --no-python --only 'repeat' --repeat-size 1G --outdir "$T/rs1" >"$T/rs1.out" 2>&1; rc1=$?
+if [ $rc -eq 0 ] && rows "$T/rs0.out" | grep -qx 'repeat-registration|skip: --repeat-size 0|skip: --repeat-size 0|skip' \
+   && [ $rc1 -eq 0 ] && rows "$T/rs1.out" | grep -q '^repeat-registration|fail: 4 of 12 windows, .*|ok|fixed$' \
+   && has "$T/rs1/runs/repeat-registration.bare.txt" '^\$ NCCL_WIN_STRIDE=8388608 .*/repeat -n 1 --size 1073741824 --times 12 --expect-all$'; then
+  pass probe-repeat-size
+else fail probe-repeat-size "rc=$rc/$rc1 $(rows "$T/rs0.out") $(rows "$T/rs1.out") $(head -1 "$T/rs1/runs/repeat-registration.bare.txt")"; fi
 
 # ---------------------------------------------------------------- the time budget
 # a slow nonblocking init (3 s) against a budget of 2 s: the runs are cut at the budget (a hang), the

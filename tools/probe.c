@@ -459,7 +459,9 @@ static int run_one(const struct scenario *s, char **argv, int guard, double limi
   if (guard) mkdir(logd, 0755);
   FILE *f = fopen(out, "w");
   if (f) {
-    fprintf(f, "$ %s%s%s%s", s->env ? s->env : "", s->env ? " " : "", guard ? "LD_PRELOAD=" : "", guard ? guardlib : "");
+    fputc('$', f);
+    if (s->env) fprintf(f, " %s", s->env);
+    if (guard) fprintf(f, " LD_PRELOAD=%s", guardlib);
     for (int i = 0; argv[i]; i++) fprintf(f, " %s", argv[i]);
     fputc('\n', f);
     fclose(f);
@@ -660,7 +662,7 @@ static void print_list(void) {
 }
 
 int ng_probe_main(int argc, char **argv) {
-  const char *opt_nccl = NULL, *python = getenv("PYTHON"), *only = NULL, *opt_out = NULL, *rsize_s = "64M";
+  const char *opt_nccl = NULL, *python = getenv("PYTHON"), *only = NULL, *opt_out = NULL;
   long gpus = 1, budget = 60, timeout = 20;
   int use_python = 1, use_torch = 1;
   unsigned long long rsize = 64ULL << 20;
@@ -687,7 +689,6 @@ int ng_probe_main(int argc, char **argv) {
     else if (!strcmp(a, "--python")) python = v;
     else if (!strcmp(a, "--repeat-size")) {
       if (!parse_size(v, &rsize)) return usage_error("--repeat-size needs a size such as 64M or 1G (at most 64G), not '%s'", v);
-      rsize_s = v;
     }
   }
   regex_t re;
@@ -762,6 +763,7 @@ int ng_probe_main(int argc, char **argv) {
       snprintf(R->bare, sizeof R->bare, "skip: --repeat-size 0");
       snprintf(R->guard, sizeof R->guard, "%s", R->bare);
       snprintf(R->verdict, sizeof R->verdict, "skip");
+      fprintf(stderr, "  [%d/%d] %-24s %s\n", k, nsel, s->name, R->bare);
       continue;
     }
     const char *tskip = !s->torch ? NULL : !use_torch ? "--no-torch" : !python ? "--no-python"
@@ -817,7 +819,6 @@ int ng_probe_main(int argc, char **argv) {
       return cannot("NCCL alone fails the normal scenario on this node (%s): fix that first (ncclguard-doctor without "
                     "--probe checks the node; the run's output is %s/runs/normal.bare.txt)", R->bare, outdir);
   }
-  (void)rsize_s;
   double total = now_s() - t_start;
 
   int nfixed = 0, nclean = 0, nsame = 0, nreg = 0, nother = 0, nskip = 0, nnotrun = 0;
