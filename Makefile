@@ -147,11 +147,13 @@ demo: $(filter deps,$(MAKECMDGOALS))
 	@$(MAKE) -s --no-print-directory $(if $(filter deps,$(MAKECMDGOALS)),,headers) all testbins
 	@tools/demo.sh "$(BUILD)"
 
-# Into $(DESTDIR)$(PREFIX): lib/libncclguard.so, bin/ncclguard-{run,doctor,report}, the Python hook in
+# Into $(DESTDIR)$(PREFIX): lib/libncclguard.so, bin/ncclguard-{run,doctor,report}, the probe's scenario
+# programs in libexec/ncclguard (ncclguard-doctor --probe finds them there), the Python hook in
 # share/ncclguard/python. tools/install.sh records what it wrote (share/ncclguard/install-manifest);
 # make uninstall, with the same PREFIX and DESTDIR, removes exactly that: those files, then the
 # directories install created, when they are empty.
 NG_INSTALL_ITEMS = file 0755 $(SHIM) lib $(foreach t,$(TOOLS_BIN),file 0755 $(t) bin) \
+  $(foreach p,$(PROBE_PROGS),file 0755 $(p) libexec/ncclguard) $(foreach p,$(PROBE_DATA),file 0644 $(p) libexec/ncclguard) \
   tree 0644 tools/python share/ncclguard/python
 install: all
 	@tools/install.sh install "$(DESTDIR)" "$(PREFIX)" $(NG_INSTALL_ITEMS)
@@ -182,7 +184,7 @@ help:
 	@echo 'make test        the whole CPU suite: plain, AddressSanitizer, UBSan (what CI runs)'
 	@echo 'make test-quick  the CPU suite once, plain (tests/run; -k NAME for one script)'
 	@echo 'make testbins    the fakes and test programs the suite runs'
-	@echo 'make install     into $(DESTDIR)$(PREFIX): lib/, bin/, share/ncclguard/python (PREFIX=dir;'
+	@echo 'make install     into $(DESTDIR)$(PREFIX): lib/, bin/, libexec/ncclguard, share/ncclguard/python (PREFIX=dir;'
 	@echo '                 DESTDIR=dir stages it under dir)'
 	@echo 'make uninstall   remove what make install wrote (the same PREFIX and DESTDIR), nothing else'
 	@echo 'make dist        the Python sdist and manylinux wheel, into dist/ (the first run: ~100 MB of'

@@ -5,6 +5,8 @@
 # into the package:
 #   ncclguard/lib/libncclguard.so                       the library
 #   ncclguard/bin/ncclguard-run, -doctor, -report        the tools (the launcher is the versioned copy)
+#   ncclguard/libexec/ncclguard/ngtest, faults, repeat, torch_symm.py   the scenarios of ncclguard-doctor --probe
+#                                                       (header-free: NCCL and CUDA opened at run time)
 #   ncclguard/bin/python/                               the launcher's Python hook directory
 #                                                       (sitecustomize.py + ncclguard_hook), as in build/
 #   ncclguard/_version.py                               __version__, from VERSION
@@ -111,6 +113,15 @@ class BuildPy(build_py):
         self.copy_file(os.path.join(bdir, "libncclguard.so"), os.path.join(pkg, "lib", "libncclguard.so"))
         for t in TOOLS:
             self.copy_file(os.path.join(bdir, t), os.path.join(pkg, "bin", t))
+        # The probe's scenario programs (make tools builds them into probe/), where ncclguard-doctor
+        # --probe looks: ../libexec/ncclguard from bin/, as after make install.
+        probe_src = os.path.join(bdir, "probe")
+        probe_dst = os.path.join(pkg, "libexec", "ncclguard")
+        os.makedirs(probe_dst, exist_ok=True)
+        for p in sorted(os.listdir(probe_src)):
+            src = os.path.join(probe_src, p)
+            if os.path.isfile(src) and ((os.access(src, os.X_OK) and "." not in p) or p.endswith(".py")):
+                self.copy_file(src, os.path.join(probe_dst, p))
         # The launcher's hook directory (it looks for ./python next to itself): as tools/python.
         hook_src = os.path.join(HERE, "tools", "python")
         hook_dst = os.path.join(pkg, "bin", "python")

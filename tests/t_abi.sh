@@ -22,7 +22,7 @@ got2=$(nm -D --defined-only "$SHIM" | awk '$3 ~ /^(nccl|dl)/ {print $3}' | sort 
 abi() { # NAME INCLUDE-DIR: compile tests/abi/abi_check.c against that nccl.h and run it
   cuda=""
   [ -n "${CUDA_INCLUDE_DIR:-}" ] && cuda="-I$CUDA_INCLUDE_DIR -DNG_WITH_CUDA_H"
-  if ${CC:-cc} -std=gnu11 -Wall -Wextra -Werror -I"$2" $cuda -I"$NG_ROOT/shim" "$NG_ROOT/tests/abi/abi_check.c" \
+  if ${CC:-cc} -std=gnu11 -Wall -Wextra -Werror -I"$2" $cuda -I"$NG_ROOT/shim" -I"$NG_ROOT/tests/progs" "$NG_ROOT/tests/abi/abi_check.c" \
        -o "$T/abi-$1" >"$T/abi-$1.log" 2>&1 && out=$("$T/abi-$1"); then
     pass "abi-nccl-$1 ($out)"
   else fail "abi-nccl-$1" "$(head -5 "$T/abi-$1.log")"; fi

@@ -71,12 +71,14 @@ miss=""
 for f in ncclguard.pth ncclguard/__init__.py ncclguard/_boot.py ncclguard/_version.py ncclguard/lib/libncclguard.so \
   ncclguard/bin/ncclguard-run ncclguard/bin/ncclguard-doctor ncclguard/bin/ncclguard-report \
   ncclguard/bin/python/sitecustomize.py ncclguard/bin/python/ncclguard_hook/__init__.py \
+  ncclguard/libexec/ncclguard/ngtest ncclguard/libexec/ncclguard/repeat ncclguard/libexec/ncclguard/faults \
+  ncclguard/libexec/ncclguard/torch_symm.py \
   ncclguard_hook/__init__.py ncclguard_hook/_vars.py; do
   grep -qx "$f" "$T/whl.list" || miss="$miss $f"
 done
 "$PY" -c 'import sys, zipfile; sys.stdout.write(zipfile.ZipFile(sys.argv[1]).read("ncclguard/_version.py").decode())' \
   "$WHEEL" >"$T/ver.py" 2>/dev/null
-noexec=$(grep -E '^ncclguard/(bin/ncclguard-[a-z]+|lib/libncclguard.so) ' "$T/whl.modes" | grep -vc ' 0o100755$')
+noexec=$(grep -E '^ncclguard/(bin/ncclguard-[a-z]+|lib/libncclguard.so|libexec/ncclguard/[a-z]+) ' "$T/whl.modes" | grep -vc ' 0o100755$')
 if [ -z "$miss" ] && has "$T/ver.py" "^__version__ = '$VERSION'$" && ! grep -q '^tests/' "$T/whl.list" \
    && [ "$noexec" = 0 ]; then
   pass wheel-contents

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "varinfo.h" /* the table of variables (shim/vars.def) and its reader, shared with the library */
+#include "probe.h"   /* --probe: the known failures measured, NCCL alone and with ncclguard (tools/probe.c) */
 
 /* The CUDA driver API: prototypes from cuda.h when it is there, so the compiler checks the
  * signatures; a minimal equivalent otherwise (the tools must build with nccl.h alone). */
@@ -80,7 +81,15 @@ static const char *usage_text =
     "package), a problem it answers (a NULL communicator, registration under graph capture)\n"
     "is OK, 'guarded', not a WARN: ncclguard-run ncclguard-doctor -q --strict shows what is left.\n"
     "\n"
+    "On a compute node, start with --probe: it runs the known failures there, NCCL alone and\n"
+    "with ncclguard, and prints what ncclguard fixes and whether anything is worse\n"
+    "(ncclguard-doctor --probe --help).\n"
+    "\n"
     "Options:\n"
+    "  --probe           measure instead of check: each scenario, NCCL alone and with ncclguard,\n"
+    "                    a table of verdicts (fixed, same, clean error, REGRESSION); its own\n"
+    "                    options: --nccl PATH, --gpus N, --budget S (default 60), --json, ...\n"
+    "                    Exit 0 nothing worse, 1 a REGRESSION, 2 could not probe\n"
     "  --json            one JSON object per line: {\"status\",\"check\",\"detail\",\"fix\"}\n"
     "  -q, --quiet       print only WARN and FAIL lines (no INFO, no summary line)\n"
     "  --strict          WARN counts as a failure for the exit status\n"
@@ -1064,6 +1073,8 @@ static int summary(void) {
 int main(int argc, char **argv) {
   const char *nccl_lib = NULL, *cuda_lib = NULL, *python = getenv("PYTHON");
   int use_python = 1, connect_timeout = 2, opt_vars = 0, opt_config = 0;
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--probe")) return ng_probe_main(argc, argv); /* its own options */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_text, stdout); return 0; }

@@ -1,6 +1,7 @@
 # The user tools (tools/README.md): ncclguard-run (POSIX sh), ncclguard-doctor and
 # ncclguard-report (C). Included by the top-level Makefile; `make tools` builds them into $(BUILD)/.
-# Neither binary has a NEEDED entry on libcuda or libnccl: the doctor dlopens them.
+# Neither binary has a NEEDED entry on libcuda or libnccl: the doctor dlopens them. The doctor's --probe
+# (tools/probe.c) runs the header-free scenario programs of $(BUILD)/probe (tests/progs/progs.mk).
 # The table of NCCLGUARD_* variables (shim/vars.def) reaches the other languages through genvars:
 # the launcher's options (built into $(BUILD)/ncclguard-run), the Python hook's table
 # (tools/python/ncclguard_hook/_vars.py, committed so that the hook works from an unbuilt checkout;
@@ -9,10 +10,11 @@ TOOLS_BIN = $(BUILD)/ncclguard-run $(BUILD)/ncclguard-doctor $(BUILD)/ncclguard-
 GENVARS = $(BUILD)/genvars
 VARS_SH = $(BUILD)/ncclguard-vars.sh
 VARS_PY = tools/python/ncclguard_hook/_vars.py
-TOOLS_OBJ = $(BUILD)/tools/doctor.o $(BUILD)/tools/report.o $(BUILD)/tools/genvars.o $(BUILD)/tools/varinfo.o
+TOOLS_OBJ = $(BUILD)/tools/doctor.o $(BUILD)/tools/probe.o $(BUILD)/tools/report.o $(BUILD)/tools/genvars.o $(BUILD)/tools/varinfo.o
 
 .PHONY: tools docs readme
-tools: $(TOOLS_BIN) $(VARS_PY)
+# the probe's scenario programs (tests/progs/progs.mk, header-free) are part of the tools
+tools: $(TOOLS_BIN) $(VARS_PY) $(PROBE_PROGS) $(PROBE_DATA)
 
 # One object per source, each with its header dependencies (-MMD -MP); the table's reader is
 # the library's own object ($(BUILD)/shim/vars.o), with the tools' view of the table beside it
@@ -21,6 +23,9 @@ tools: $(TOOLS_BIN) $(VARS_PY)
 $(BUILD)/tools/doctor.o: tools/doctor.c VERSION
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(NG_IDENT) -Ishim $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE)) -MMD -MP -c $< -o $@
+$(BUILD)/tools/probe.o: tools/probe.c VERSION
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(NG_IDENT) -MMD -MP -c $< -o $@
 $(BUILD)/tools/report.o: tools/report.c VERSION
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(NG_IDENT) -MMD -MP -c $< -o $@
@@ -28,7 +33,7 @@ $(BUILD)/tools/genvars.o $(BUILD)/tools/varinfo.o: $(BUILD)/tools/%.o: tools/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ishim -MMD -MP -c $< -o $@
 
-$(BUILD)/ncclguard-doctor: $(BUILD)/tools/doctor.o $(BUILD)/tools/varinfo.o $(BUILD)/shim/vars.o
+$(BUILD)/ncclguard-doctor: $(BUILD)/tools/doctor.o $(BUILD)/tools/probe.o $(BUILD)/tools/varinfo.o $(BUILD)/shim/vars.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^ -ldl
 $(BUILD)/ncclguard-report: $(BUILD)/tools/report.o
 	$(CC) $(ALL_CFLAGS) -o $@ $^

@@ -1,11 +1,15 @@
 /* Helpers shared by the consumer programs (ngtest, consumer, fork_after, soak, bench).
  * Only the plain CUDA runtime API and nccl.h: the same sources build against the fakes (CI)
- * and the real CUDA/NCCL (GPU host). */
+ * and the real CUDA/NCCL (GPU host), and ngtest and repeat also header-free (ngapi.h). */
 #ifndef NG_COMMON_H
 #define NG_COMMON_H
 #include <stddef.h>
+#ifdef NG_HEADERFREE
+#include "ngapi.h" /* no NCCL or CUDA header: both opened at run time (the probe's programs) */
+#else
 #include <cuda_runtime.h>
 #include <nccl.h>
+#endif
 
 /* "ncclSuccess", "ncclInvalidArgument", ... (the enum's name, not NCCL's sentence) */
 const char* ng_rc_name(ncclResult_t rc);

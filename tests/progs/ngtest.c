@@ -155,7 +155,11 @@ int main(int argc, char** argv) {
     size_t l = strlen(args);
     snprintf(args + l, sizeof args - l, "%s%s", i > 1 ? " " : "", argv[i]);
   }
+#ifdef NG_HEADERFREE
+  ng_say("ngtest: mode=%s nranks=%d header none (NCCL opened at run time) args: %s", modes[opt.mode], opt.nranks, args);
+#else
   ng_say("ngtest: mode=%s nranks=%d header NCCL %d args: %s", modes[opt.mode], opt.nranks,
          NCCL_VERSION_CODE, args);
+#endif
   return ng_launch();
 }

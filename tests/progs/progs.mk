@@ -127,3 +127,32 @@ progs-real-check:
 	@test -n "$(PROGS_REAL_NCCL)" || { echo "progs-real: no libnccl.so.2 in NCCL_LIB='$(NCCL_LIB)'" >&2; exit 1; }
 	@test -n "$(PROGS_REAL_CUDART)" || { echo "progs-real: no libcudart.so* in CUDA_LIB='$(CUDA_LIB)'" >&2; exit 1; }
 	@test -n "$(CUDA_INCLUDE)" || { echo "progs-real: cuda_runtime.h not found; set CUDA_INCLUDE=dir" >&2; exit 1; }
+
+# The header-free scenario programs (tests/progs/ngapi.h): the same sources built with no NCCL or CUDA
+# header (shim/nccl_abi.h instead), libnccl and libcuda.so.1 opened at run time; nothing linked but libc.
+# What ncclguard-doctor --probe runs and tests/gpu/run runs; installed into libexec/ncclguard and carried
+# by the wheel. Built with the tools (make, make tools), into $(BUILD)/probe/.
+PROBE_DIR = $(BUILD)/probe
+PROBE_NAMES = ngtest repeat faults
+PROBE_PROGS = $(addprefix $(PROBE_DIR)/,$(PROBE_NAMES))
+PROBE_CFLAGS = $(ALL_CFLAGS) -DNG_HEADERFREE -I$(PROGS_SRCDIR) -Ishim
+PROBE_API = $(PROGS_SRCDIR)/ngapi.c
+$(PROBE_DIR)/ngtest: $(NGTEST_SRC) $(PROBE_API) $(PROGS_HDR) shim/nccl_abi.h
+	@mkdir -p $(@D)
+	$(call ng_deps,$(CC) $(PROBE_CFLAGS),$(NGTEST_SRC) $(PROBE_API))
+	$(CC) $(PROBE_CFLAGS) -o $@ $(NGTEST_SRC) $(PROBE_API) -ldl -lpthread
+$(PROBE_DIR)/repeat: $(PROGS_SRCDIR)/repeat.c $(PROGS_COMMON) $(PROBE_API) $(PROGS_HDR) shim/nccl_abi.h
+	@mkdir -p $(@D)
+	$(call ng_deps,$(CC) $(PROBE_CFLAGS),$(PROGS_SRCDIR)/repeat.c $(PROGS_COMMON) $(PROBE_API))
+	$(CC) $(PROBE_CFLAGS) -o $@ $(PROGS_SRCDIR)/repeat.c $(PROGS_COMMON) $(PROBE_API) -ldl -lpthread
+$(PROBE_DIR)/faults: $(PROGS_SRCDIR)/faults.c $(PROGS_COMMON) $(PROBE_API) $(PROGS_HDR) shim/nccl_abi.h
+	@mkdir -p $(@D)
+	$(call ng_deps,$(CC) $(PROBE_CFLAGS),$(PROGS_SRCDIR)/faults.c $(PROGS_COMMON) $(PROBE_API))
+	$(CC) $(PROBE_CFLAGS) -o $@ $(PROGS_SRCDIR)/faults.c $(PROGS_COMMON) $(PROBE_API) -ldl -lpthread
+# the PyTorch scenario script (tests/gpu/torch_symm.py), beside them
+PROBE_DATA = $(PROBE_DIR)/torch_symm.py
+$(PROBE_DIR)/torch_symm.py: tests/gpu/torch_symm.py
+	@mkdir -p $(@D)
+	cp -f $< $@
+.PHONY: probe
+probe: $(PROBE_PROGS) $(PROBE_DATA)

@@ -9,6 +9,8 @@
  *                theirs): the next registration is a repeat of a live window on the peers only
  *     --rank1-drops  the last rank deregisters each window right after registering it: at the next
  *                registration its peers hold a live window of the same arguments, it does not
+ *     --expect-all   a rank that got fewer than K windows fails (and says so in a second line,
+ *                "rank R/N: RESULT ok|fail ...", the form ngtest and the probe read)
  * Each rank registers K times, counts the windows it got, then runs an all-reduce on the buffer,
  * deregisters every window it got (each must succeed) and frees the buffer. Prints
  * "RESULT rank=R windows=W of K first_fail=<result> allreduce=<ok|wrong|error> dereg=<ok|fail>" and,
@@ -23,7 +25,7 @@
 
 #include "common.h"
 
-static int nranks = 1, times = 12, halves = 0, drop_on = -1, drops = 0;
+static int nranks = 1, times = 12, halves = 0, drop_on = -1, drops = 0, expect_all = 0;
 static size_t size = 2u << 20;
 static struct { volatile int ready; ncclUniqueId id; }* sh;
 
@@ -78,10 +80,19 @@ static int run_rank(int rank) {
     if (w[i] && ncclCommWindowDeregister(c, w[i]) != ncclSuccess) dereg_ok = 0;
   ng_say("RESULT rank=%d windows=%d of %d first_fail=%s allreduce=%s dereg=%s%s%s%s", rank, got, times,
          ng_rc_name(first_fail), ar, dereg_ok ? "ok" : "fail", *why ? " last=\"" : "", why, *why ? "\"" : "");
+  int bad = strcmp(ar, "ok") || !dereg_ok;
+  if (expect_all) {
+    if (got < times || bad)
+      ng_say("rank %d/%d: RESULT fail %d of %d windows, first failure %s%s%s%s | allreduce=%s dereg=%s", rank, nranks, got,
+             times, ng_rc_name(first_fail), *why ? " \"" : "", why, *why ? "\"" : "", ar, dereg_ok ? "ok" : "fail");
+    else
+      ng_say("rank %d/%d: RESULT ok windows=%d of %d", rank, nranks, got, times);
+    bad |= got < times;
+  }
   ncclCommDestroy(c);
   ncclMemFree(buf);
   free(w);
-  return strcmp(ar, "ok") || !dereg_ok;
+  return bad;
 }
 
 int main(int argc, char** argv) {
@@ -93,9 +104,10 @@ int main(int argc, char** argv) {
     } else if (!strcmp(argv[i], "--halves")) halves = 1;
     else if (!strcmp(argv[i], "--drop-first-on") && i + 1 < argc) drop_on = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--rank1-drops")) drops = 1;
+    else if (!strcmp(argv[i], "--expect-all")) expect_all = 1;
     else {
       fprintf(stderr, "usage: repeat [-n RANKS] [--size BYTES] [--times K] [--halves] [--drop-first-on R] "
-                      "[--rank1-drops]\n");
+                      "[--rank1-drops] [--expect-all]\n");
       return 2;
     }
   }

@@ -1,0 +1,278 @@
+#!/bin/sh
+# ncclguard-doctor --probe (tools/probe.c) against the fakes: its table for NCCL 2.27, 2.28.9, 2.29 and
+# 2.30.7 (each row what the fake models for that version: tests/fake/README.md), the exit statuses (0
+# nothing worse, 1 a REGRESSION, 2 could not probe), the --json schema, the time budget, how it finds NCCL.
+. "$(dirname "$0")/lib.sh"
+
+DOC="$B/ncclguard-doctor"
+# The probe preloads the library into its scenario programs: a sanitizer build would need its runtime
+# first (and reports a crash as its own exit status, not a signal): the plain variant runs this script.
+if [ "${NG_VARIANT:-plain}" != plain ]; then
+  echo "# skip t_probe: the plain variant runs it (the probe preloads the library into its programs)"
+  exit 0
+fi
+mkdir -p "$T/home"
+# probe ENV...: the probe against the fakes, nothing else of the caller's environment
+probe() {
+  env -i PATH="$PATH" HOME="$T/home" ${FAKE_NCCL_MISMATCH_FILE:+FAKE_NCCL_MISMATCH_FILE="$FAKE_NCCL_MISMATCH_FILE"} \
+    LD_LIBRARY_PATH="$FAKE" "$@"
+}
+# rows FILE: "scenario|NCCL alone|with ncclguard|verdict" from the probe's table
+rows() {
+  awk -F' [|] ' 'NF == 4 && $1 !~ /^scenario/ { for (i = 1; i <= 4; i++) sub(/ +$/, "", $i); print $1 "|" $2 "|" $3 "|" $4 }' "$1"
+}
+
+# ---------------------------------------------------------------- the table, per NCCL version
+# What the fakes model (tests/fake/README.md, "Modelled behaviour"), per row: NULL communicator (SIGSEGV
+# before 2.29), nonblocking first registration (2.28 an error, 2.29+ a silent NULL window), cudaMalloc and
+# misaligned buffers (2.27: a NULL window for a base or size off 2 MiB, nothing about the offset; 2.28+
+# errors), capture (an error and a lost capture before 2.30.7), deregistration after destroy (an error),
+# NULL window pointer (2.27 SIGSEGV, 2.28 success written to no one, 2.29+ an error), the same allocation
+# again and again in a 4 GiB symmetric space (2.30.7 runs out), a buffer one rank cannot register (its peer
+# hangs), a peer 3 s late (both succeed).
+expect() {
+  case "$1" in
+  22703) cat <<'EOF'
+normal|ok|ok|same
+null-comm|crash (SIGSEGV)|ok, reg=ncclInvalidArgument|fixed
+first-op-nonblocking|fail: registration: ncclInvalidArgument|ok|fixed
+cudaMalloc-all|ok, win=NULL|ok, win=NULL|same
+misaligned-offset-1000|ok|ok|same
+graph-capture|ok|ok|same
+dereg-after-destroy|fail: deregister after destroy: ncclUnhandledCudaError|ok|fixed
+null-win|crash (SIGSEGV)|ok, reg=ncclInvalidArgument|fixed
+repeat-registration|ok|ok|same
+asym-cudaMalloc-rank0|hang (rank 0 in ncclAllReduce)|ok, win=NULL|fixed
+late-peer|ok|ok|same
+torch-lazy|skip: --no-python|skip: --no-python|skip
+torch-eager|skip: --no-python|skip: --no-python|skip
+EOF
+  ;;
+  22809) cat <<'EOF'
+normal|ok|ok|same
+null-comm|crash (SIGSEGV)|ok, reg=ncclInvalidArgument|fixed
+first-op-nonblocking|fail: registration: ncclInvalidArgument|ok|fixed
+cudaMalloc-all|fail: registration: ncclUnhandledCudaError|ok, win=NULL|fixed
+misaligned-offset-1000|fail: registration: ncclInvalidArgument|ok, win=NULL|fixed
+graph-capture|fail: the caller's capture was invalidated; registration: ncclUnhandledCudaError|ok|fixed
+dereg-after-destroy|fail: deregister after destroy: ncclUnhandledCudaError|ok|fixed
+null-win|fail: registration returned ncclSuccess, an error was expected|ok, reg=ncclInvalidArgument|fixed
+repeat-registration|ok|ok|same
+asym-cudaMalloc-rank0|hang (rank 0 in ncclAllReduce)|ok, win=NULL|fixed
+late-peer|ok|ok|same
+torch-lazy|skip: --no-python|skip: --no-python|skip
+torch-eager|skip: --no-python|skip: --no-python|skip
+EOF
+  ;;
+  22903) cat <<'EOF'
+normal|ok|ok|same
+null-comm|ok, reg=ncclInvalidArgument|ok, reg=ncclInvalidArgument|same
+first-op-nonblocking|ok, win=NULL|ok|same, changed: ok
+cudaMalloc-all|fail: registration: ncclUnhandledCudaError|ok, win=NULL|fixed
+misaligned-offset-1000|fail: registration: ncclInvalidArgument|ok, win=NULL|fixed
+graph-capture|fail: the caller's capture was invalidated; registration: ncclUnhandledCudaError|ok|fixed
+dereg-after-destroy|fail: deregister after destroy: ncclUnhandledCudaError|ok|fixed
+null-win|ok, reg=ncclInvalidArgument|ok, reg=ncclInvalidArgument|same
+repeat-registration|ok|ok|same
+asym-cudaMalloc-rank0|hang (rank 0 in ncclAllReduce)|ok, win=NULL|fixed
+late-peer|ok|ok|same
+torch-lazy|skip: --no-python|skip: --no-python|skip
+torch-eager|skip: --no-python|skip: --no-python|skip
+EOF
+  ;;
+  23007) cat <<'EOF'
+normal|ok|ok|same
+null-comm|ok, reg=ncclInvalidArgument|ok, reg=ncclInvalidArgument|same
+first-op-nonblocking|ok, win=NULL|ok|same, changed: ok
+cudaMalloc-all|fail: registration: ncclUnhandledCudaError|ok, win=NULL|fixed
+misaligned-offset-1000|fail: registration: ncclInvalidArgument|ok, win=NULL|fixed
+graph-capture|ok|ok|same
+dereg-after-destroy|fail: deregister after destroy: ncclUnhandledCudaError|ok|fixed
+null-win|ok, reg=ncclInvalidArgument|ok, reg=ncclInvalidArgument|same
+repeat-registration|fail: 64 of 72 windows, first failure ncclInternalError "Allocation failed. No suitable sp|ok|fixed
+asym-cudaMalloc-rank0|hang (rank 0 in ncclAllReduce)|ok, win=NULL|fixed
+late-peer|ok|ok|same
+torch-lazy|skip: --no-python|skip: --no-python|skip
+torch-eager|skip: --no-python|skip: --no-python|skip
+EOF
+  ;;
+  esac
+}
+# newest first: a REGRESSION shows where NCCL alone answers what older versions crash on
+for v in 23007 22903 22809 22703; do
+  probe FAKE_NCCL_VERSION=$v FAKE_CUDA_DEVICES=2 timeout 120 "$DOC" --probe --no-python --gpus 2 --timeout 6 \
+    >"$T/p$v.out" 2>"$T/p$v.err"; rc=$?
+  rows "$T/p$v.out" >"$T/p$v.rows"
+  expect $v >"$T/p$v.want"
+  if [ $rc -eq 0 ] && cmp -s "$T/p$v.rows" "$T/p$v.want" && has "$T/p$v.out" '^ncclguard-doctor --probe: [0-9.]+ s; nothing is worse with ncclguard' \
+     && has "$T/p$v.err" '\[10/13\] asym-cudaMalloc-rank0 +NCCL alone: hang'; then
+    pass "probe-table-$v"
+  else
+    fail "probe-table-$v" "rc=$rc; $(tail -n 1 "$T/p$v.out"); differences (want / got): $(diff "$T/p$v.want" "$T/p$v.rows" | grep '^[<>]' | tr '\n' ' ')"
+  fi
+done
+
+# one GPU (the default --gpus 1): the one-rank scenarios; the two-rank one is listed as skipped, with how to run it
+probe FAKE_NCCL_VERSION=22809 FAKE_CUDA_DEVICES=2 timeout 60 "$DOC" --probe --no-python >"$T/one.out" 2>"$T/one.err"; rc=$?
+if [ $rc -eq 0 ] && rows "$T/one.out" | grep -qx 'asym-cudaMalloc-rank0|skip: needs 2 GPUs (--gpus 2)|skip: needs 2 GPUs (--gpus 2)|skip' \
+   && rows "$T/one.out" | grep -qx 'null-comm|crash (SIGSEGV)|ok, reg=ncclInvalidArgument|fixed' \
+   && has "$T/one.err" '1 of 2 GPUs' && has "$T/one.out" '4 skipped'; then pass probe-one-gpu
+else fail probe-one-gpu "rc=$rc $(tail -4 "$T/one.out" | tr '\n' ' ')"; fi
+probe FAKE_NCCL_VERSION=22809 FAKE_CUDA_DEVICES=1 timeout 60 "$DOC" --probe --no-python --gpus 4 --only asym >"$T/g1.out" 2>&1; rc=$?
+if [ $rc -eq 0 ] && rows "$T/g1.out" | grep -qx 'asym-cudaMalloc-rank0|skip: needs 2 GPUs, 1 here|skip: needs 2 GPUs, 1 here|skip'; then pass probe-gpus-capped
+else fail probe-gpus-capped "rc=$rc $(cat "$T/g1.out" | tr '\n' ' ')"; fi
+
+# ---------------------------------------------------------------- --json
+probe FAKE_NCCL_VERSION=22809 FAKE_CUDA_DEVICES=2 timeout 60 "$DOC" --probe --no-python --json --gpus 2 --timeout 6 \
+  --only 'normal|null-comm|asym' >"$T/j.out" 2>"$T/j.err"; rc=$?
+if [ $rc -eq 0 ] && python3 - "$T/j.out" <<'EOF'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 1, "one JSON object on one line, got %d lines" % len(lines)
+d = json.loads(lines[0])
+want = {"probe": int, "exit": int, "summary": str, "seconds": float, "budget": int, "timeout": int, "nccl": dict,
+        "gpus": dict, "ncclguard": dict, "outdir": type(None), "scenarios": list}
+assert set(d) == set(want), sorted(d)
+for k, t in want.items():
+    assert isinstance(d[k], t), (k, d[k])
+assert d["probe"] == 1 and d["exit"] == 0 and d["budget"] == 60 and d["timeout"] == 6
+assert set(d["nccl"]) == {"version", "code", "path", "found_by"} and d["nccl"]["version"] == "2.28.9" and d["nccl"]["code"] == 22809
+assert d["nccl"]["found_by"].startswith("the library path"), d["nccl"]
+assert d["gpus"] == {"present": 2, "used": 2, "name": "Fake H200"}, d["gpus"]
+assert set(d["ncclguard"]) == {"version", "lib"} and d["ncclguard"]["lib"].endswith("libncclguard.so")
+names = [s["name"] for s in d["scenarios"]]
+assert names == ["normal", "null-comm", "asym-cudaMalloc-rank0"], names
+keys = {"name", "ranks", "what", "bare", "guard", "verdict", "bare_exit", "guard_exit", "bare_seconds", "guard_seconds"}
+for s in d["scenarios"]:
+    assert set(s) == keys, sorted(s)
+    assert isinstance(s["ranks"], int) and isinstance(s["bare_seconds"], float) and s["what"]
+nc = d["scenarios"][1]
+assert (nc["bare"], nc["guard"], nc["verdict"], nc["bare_exit"], nc["guard_exit"]) == \
+    ("crash (SIGSEGV)", "ok, reg=ncclInvalidArgument", "fixed", 139, 0), nc
+a = d["scenarios"][2]
+# the scenario program's own watchdog (124) names the step, before the probe's time limit (137)
+assert a["ranks"] == 2 and a["bare"] == "hang (rank 0 in ncclAllReduce)" and a["bare_exit"] == 124 and a["verdict"] == "fixed", a
+EOF
+then pass probe-json-schema; else fail probe-json-schema "rc=$rc $(head -c 600 "$T/j.out")"; fi
+probe FAKE_NCCL_VERSION=22809 timeout 60 "$DOC" --probe --no-python --json --nccl "$T/none/libnccl.so.2" >"$T/j2.out" 2>"$T/j2.err"; rc=$?
+if [ $rc -eq 2 ] && python3 -c '
+import json, sys
+d = json.loads(open(sys.argv[1]).read())
+assert set(d) == {"probe", "exit", "error"} and d["exit"] == 2 and "--nccl" in d["error"], d' "$T/j2.out"; then pass probe-json-cannot
+else fail probe-json-cannot "rc=$rc $(cat "$T/j2.out" "$T/j2.err")"; fi
+
+# ---------------------------------------------------------------- exit 1: a REGRESSION
+# a stand-in for the library whose registration always fails: the normal scenario works with NCCL alone only
+mkdir -p "$T/bad"
+cat >"$T/bad/bad.c" <<'EOF'
+int ncclCommWindowRegister(void* comm, void* buff, unsigned long size, void** win, int flags) {
+  (void)comm, (void)buff, (void)size, (void)win, (void)flags;
+  return 3; /* ncclInternalError */
+}
+EOF
+${CC:-cc} -shared -fPIC -o "$T/bad/libncclguard.so" "$T/bad/bad.c"
+probe NCCLGUARD_LIB="$T/bad/libncclguard.so" FAKE_NCCL_VERSION=22809 timeout 60 "$DOC" --probe --no-python \
+  --only 'normal|null-comm' --outdir "$T/reg" >"$T/r.out" 2>"$T/r.err"; rc=$?
+if [ $rc -eq 1 ] && rows "$T/r.out" | grep -qx 'normal|ok|fail: registration: ncclInternalError|REGRESSION' \
+   && [ "$(tail -n 1 "$T/r.out")" != "" ] && tail -n 1 "$T/r.out" | grep -q "REGRESSION in normal: worked with NCCL alone, not with ncclguard; the runs are in $T/reg" \
+   && has "$T/reg/runs/normal.guard.txt" '^# exit status 1$'; then pass probe-regression-exit-1
+else fail probe-regression-exit-1 "rc=$rc $(tail -3 "$T/r.out" | tr '\n' ' ')"; fi
+
+# ---------------------------------------------------------------- exit 2: could not probe, each in one line
+cannot_case() { # NAME WANT-REGEX ENV/ARGS...: exit 2, the last line of stderr says why (the only such line), no table
+  n=$1 w=$2; shift 2
+  probe "$@" >"$T/c.out" 2>"$T/c.err"; rc=$?
+  if [ $rc -eq 2 ] && [ "$(grep -c 'could not probe' "$T/c.err")" -eq 1 ] \
+     && tail -n 1 "$T/c.err" | grep -Eq "^ncclguard-doctor --probe: could not probe: $w" && [ ! -s "$T/c.out" ]; then pass "$n"
+  else fail "$n" "rc=$rc stdout '$(head -c 200 "$T/c.out")' stderr '$(head -c 300 "$T/c.err")'"; fi
+}
+cannot_case probe-no-gpu-exit-2 'no GPU visible .*run it on a compute node' FAKE_CUDA_DEVICES=0 timeout 30 "$DOC" --probe --no-python
+cannot_case probe-no-nccl-exit-2 "--nccl $T/none/libnccl.so.2: .*cannot open" timeout 30 "$DOC" --probe --no-python --nccl "$T/none/libnccl.so.2"
+mkdir -p "$T/lonely"
+cp "$DOC" "$T/lonely/ncclguard-doctor"
+cannot_case probe-not-installed-exit-2 "the probe's programs are not installed next to ncclguard-doctor .*make install" \
+  timeout 30 "$T/lonely/ncclguard-doctor" --probe --no-python
+# NCCL alone cannot even do the normal thing (here: a libnccl whose registration always fails): nothing to compare
+cp "$T/bad/libncclguard.so" "$T/bad/libbroken.so"
+cannot_case probe-nccl-broken-exit-2 'NCCL alone fails the normal scenario on this node \(fail: registration: ncclInternalError\)' \
+  LD_PRELOAD="$T/bad/libbroken.so" FAKE_NCCL_VERSION=22809 timeout 30 "$DOC" --probe --no-python --only normal
+out=$(probe timeout 30 "$DOC" --probe --gpus 0 2>&1); rc=$?
+out2=$(probe timeout 30 "$DOC" --probe --frobnicate 2>&1); rc2=$?
+out3=$(probe timeout 30 "$DOC" --probe --repeat-size 7X 2>&1); rc3=$?
+if [ $rc -eq 2 ] && [ "$out" = "ncclguard-doctor --probe: --gpus needs 1..64, not '0' (see ncclguard-doctor --probe --help)" ] \
+   && [ $rc2 -eq 2 ] && echo "$out2" | grep -q "unknown option '--frobnicate'" \
+   && [ $rc3 -eq 2 ] && echo "$out3" | grep -q -- "--repeat-size needs a size such as 64M"; then pass probe-usage-exit-2
+else fail probe-usage-exit-2 "rc=$rc '$out' rc2=$rc2 '$out2' rc3=$rc3 '$out3'"; fi
+# --repeat-size bounds the one large allocation; 0 leaves that scenario out
+probe FAKE_NCCL_VERSION=23007 timeout 60 "$DOC" --probe --no-python --only 'repeat' --repeat-size 0 >"$T/rs0.out" 2>&1; rc=$?
+probe FAKE_NCCL_VERSION=23007 timeout 60 "$DOC" --probe --no-python --only 'repeat' --repeat-size 1G --outdir "$T/rs1" >"$T/rs1.out" 2>&1; rc1=$?
+if [ $rc -eq 0 ] && rows "$T/rs0.out" | grep -qx 'repeat-registration|skip: --repeat-size 0|skip: --repeat-size 0|skip' \
+   && [ $rc1 -eq 0 ] && rows "$T/rs1.out" | grep -q '^repeat-registration|fail: 4 of 12 windows, .*|ok|fixed$' \
+   && has "$T/rs1/runs/repeat-registration.bare.txt" '^\$ NCCL_WIN_STRIDE=8388608 .*/repeat -n 1 --size 1073741824 --times 12 --expect-all$'; then
+  pass probe-repeat-size
+else fail probe-repeat-size "rc=$rc/$rc1 $(rows "$T/rs0.out") $(rows "$T/rs1.out") $(head -1 "$T/rs1/runs/repeat-registration.bare.txt")"; fi
+
+# ---------------------------------------------------------------- the time budget
+# a slow nonblocking init (3 s) against a budget of 2 s: the runs are cut at the budget (a hang), the
+# next scenario is not started, and the total stays near the budget
+probe FAKE_NCCL_VERSION=22809 FAKE_NCCL_INIT_DELAY_MS=3000 timeout 60 "$DOC" --probe --no-python --budget 2 \
+  --only 'normal|first-op-nonblocking|cudaMalloc-all' >"$T/b.out" 2>"$T/b.err"; rc=$?
+secs=$(sed -n 's/^ncclguard-doctor --probe: \([0-9.]*\) s; .*/\1/p' "$T/b.out")
+if [ $rc -eq 0 ] && rows "$T/b.out" | grep -qx 'first-op-nonblocking|hang|hang|unchanged' \
+   && rows "$T/b.out" | grep -qx 'cudaMalloc-all|not run|not run|not run (time budget)' \
+   && awk -v s="$secs" 'BEGIN { exit !(s != "" && s < 5) }' && has "$T/b.out" 'some not run: raise --budget' \
+   && has "$T/b.err" 'cudaMalloc-all +not run \(time budget\)'; then pass probe-budget
+else fail probe-budget "rc=$rc secs=$secs $(rows "$T/b.out" | tr '\n' ' ')"; fi
+
+# ---------------------------------------------------------------- which NCCL
+# --nccl names the library and says so; a Python environment's nvidia-nccl wheel (here a copy of the fake
+# in a package tree of that layout) that differs from the one on the library path is named as a note
+mkdir -p "$T/py/nvidia/nccl/lib"
+cp "$FAKE/libnccl.so.2" "$T/py/nvidia/nccl/lib/libnccl.so.2"
+probe FAKE_NCCL_VERSION=22809 timeout 60 "$DOC" --probe --no-python --nccl "$FAKE/libnccl.so.2" --only normal >"$T/n.out" 2>"$T/n.err"; rc=$?
+if [ $rc -eq 0 ] && has "$T/n.err" "^ncclguard-doctor --probe: NCCL 2.28.9, $FAKE/libnccl.so.2 \(found by --nccl\)$"; then pass probe-nccl-option
+else fail probe-nccl-option "rc=$rc $(head -2 "$T/n.err" | tr '\n' ' ')"; fi
+probe PYTHONPATH="$T/py" FAKE_NCCL_VERSION=22809 timeout 60 "$DOC" --probe --only normal >"$T/w.out" 2>"$T/w.err"; rc=$?
+if [ $rc -eq 0 ] && has "$T/w.err" "found by the library path" \
+   && has "$T/w.err" "note: PyTorch jobs of python3 load $T/py/nvidia/nccl/lib/libnccl.so.2 instead: --nccl $T/py/nvidia/nccl/lib/libnccl.so.2 probes that one"; then
+  pass probe-wheel-note
+else fail probe-wheel-note "rc=$rc $(head -3 "$T/w.err" | tr '\n' ' ')"; fi
+# PyTorch: its scenarios run when the Python's torch imports (and sees a GPU); here a Python without it
+mkdir -p "$T/notorch"
+probe PYTHONPATH="$T/notorch" FAKE_NCCL_VERSION=22809 timeout 60 "$DOC" --probe --only 'normal|torch' >"$T/t.out" 2>"$T/t.err"; rc=$?
+probe FAKE_NCCL_VERSION=22809 timeout 60 "$DOC" --probe --no-torch --only 'torch-eager' >"$T/t2.out" 2>&1; rc2=$?
+if [ $rc -eq 0 ] && [ $rc2 -eq 0 ] && rows "$T/t.out" | grep -Eq '^torch-lazy\|skip: (ModuleNotFoundError|RuntimeError|ImportError)' \
+   && rows "$T/t.out" | grep -q '^torch-eager|skip: ' && rows "$T/t2.out" | grep -qx 'torch-eager|skip: --no-torch|skip: --no-torch|skip'; then
+  pass probe-torch-skipped
+else fail probe-torch-skipped "rc=$rc/$rc2 $(rows "$T/t.out" | tr '\n' ' ') $(rows "$T/t2.out")"; fi
+# the wheel alone (nothing on the library path but the driver): used, and said so
+if ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
+  echo "# skip probe-wheel-used: this machine has a libnccl.so.2 in ld.so.cache, which comes first"
+else
+  mkdir -p "$T/drv"
+  ln -sf "$FAKE/libcuda.so.1" "$T/drv/libcuda.so.1"
+  env -i PATH="$PATH" HOME="$T/home" LD_LIBRARY_PATH="$T/drv" PYTHONPATH="$T/py" FAKE_NCCL_VERSION=22809 \
+    timeout 60 "$DOC" --probe --only normal >"$T/w2.out" 2>"$T/w2.err"; rc=$?
+  if [ $rc -eq 0 ] && has "$T/w2.err" "found by the nvidia-nccl wheel of python3"; then pass probe-wheel-used
+  else fail probe-wheel-used "rc=$rc $(head -3 "$T/w2.err" | tr '\n' ' ')"; fi
+fi
+
+# ---------------------------------------------------------------- help and the installed layout
+out=$("$DOC" --probe --help); rc=$?
+out2=$("$DOC" --help)
+if [ $rc -eq 0 ] && echo "$out" | grep -q '^Usage: ncclguard-doctor --probe' && echo "$out" | grep -q -- '--budget S' \
+   && echo "$out2" | grep -q -- '--probe'; then pass probe-help
+else fail probe-help "rc=$rc"; fi
+# make install: the programs in libexec/ncclguard, found from bin/ (no compiler, no header at run time)
+if make -C "$NG_ROOT" -s BUILD="$B" install DESTDIR="$T/inst" PREFIX=/usr >"$T/inst.log" 2>&1 \
+   && [ -x "$T/inst/usr/libexec/ncclguard/ngtest" ] && [ -x "$T/inst/usr/libexec/ncclguard/repeat" ] \
+   && [ -x "$T/inst/usr/libexec/ncclguard/faults" ] && [ -f "$T/inst/usr/libexec/ncclguard/torch_symm.py" ]; then
+  probe FAKE_NCCL_VERSION=22809 timeout 60 "$T/inst/usr/bin/ncclguard-doctor" --probe --no-python --only 'normal|null-comm' \
+    >"$T/i.out" 2>"$T/i.err"; rc=$?
+  if [ $rc -eq 0 ] && rows "$T/i.out" | grep -qx 'null-comm|crash (SIGSEGV)|ok, reg=ncclInvalidArgument|fixed' \
+     && has "$T/i.err" "ncclguard .*\($T/inst/usr/lib/libncclguard.so\)" \
+     && ! readelf -d "$T/inst/usr/libexec/ncclguard/ngtest" | grep -Eq 'NEEDED.*(nccl|cuda)'; then pass probe-installed
+  else fail probe-installed "rc=$rc $(tail -3 "$T/i.err" | tr '\n' ' ')"; fi
+else
+  fail probe-installed "make install: $(tail -3 "$T/inst.log" | tr '\n' ' ')"
+fi
