@@ -36,10 +36,8 @@ struct ng_nccl_config_prefix {
 #ifndef NG_ABI_CHECK
 typedef struct ncclComm* ncclComm_t;
 typedef struct ncclWindow_vidmem* ncclWindow_t;
-/* winFlags (nccl.h, 2.27+): NCCL_WIN_COLL_SYMMETRIC 0x01 */
-#ifndef NCCL_WIN_COLL_SYMMETRIC
-#define NCCL_WIN_COLL_SYMMETRIC 0x01
-#endif
+/* winFlags (nccl.h, 2.27+): NCCL_WIN_COLL_SYMMETRIC */
+#define NG_WIN_COLL_SYMMETRIC 0x01
 typedef struct { char internal[128]; } ncclUniqueId;
 typedef enum {
 #define NG_ENUM_RESULT(name, value) name = value,

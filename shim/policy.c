@@ -296,7 +296,7 @@ static int layout_check(struct ng_regreq* r, const int32_t* v, int sym) {
   int sizes_differ = 0;
   for (int p = 0; p < 3; p++) sizes_differ |= v[NG_VOTE_SIZE_P0 + p] != -v[NG_VOTE_NSIZE_P0 + p];
   if (!flags_differ && !sizes_differ) return NG_R_OK;
-  int symmetric = (v[NG_VOTE_WFLAGS] & NCCL_WIN_COLL_SYMMETRIC) != 0;
+  int symmetric = (v[NG_VOTE_WFLAGS] & NG_WIN_COLL_SYMMETRIC) != 0;
   int refuse = flags_differ || (sizes_differ && sym && symmetric && ng_nccl_version() < 23007);
   double lo = (double)-v[NG_VOTE_NSIZE_4K] * 4096, hi = (double)v[NG_VOTE_SIZE_4K] * 4096;
   char msg[480];
@@ -335,7 +335,7 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
     fallback(r, reason, reason, -1);
     return;
   }
-  if (!reason && v[NG_VOTE_SYM_YES] && v[NG_VOTE_SYM_NO] && (v[NG_VOTE_WFLAGS] & NCCL_WIN_COLL_SYMMETRIC) &&
+  if (!reason && v[NG_VOTE_SYM_YES] && v[NG_VOTE_SYM_NO] && (v[NG_VOTE_WFLAGS] & NG_WIN_COLL_SYMMETRIC) &&
       ng_nccl_version() >= 22800) {
     /* symmetric support on some ranks only: NCCL 2.28+ answers a rank without it locally (2.29+: success with a
      * NULL window; 2.28: a local handle) while the others wait for it in the registration's exchange (a hang;
