@@ -59,6 +59,8 @@ struct ng_nccl_sim_info {
   X(ncclResult_t, ncclCommWindowRegister, (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,   \
                                            int winFlags))                                                 \
   X(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win))                          \
+  X(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle))       \
+  X(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle))                              \
   X(ncclResult_t, ncclGroupStart, (void))                                                                 \
   X(ncclResult_t, ncclGroupEnd, (void))                                                                   \
   X(ncclResult_t, ncclAllReduce, (const void* sendbuff, void* recvbuff, size_t count,                     \
@@ -119,6 +121,8 @@ const struct ng_api_nccl* ng_api(void);
 #define ncclMemFree (*ng_api()->ncclMemFree)
 #define ncclCommWindowRegister (*ng_api()->ncclCommWindowRegister)
 #define ncclCommWindowDeregister (*ng_api()->ncclCommWindowDeregister)
+#define ncclCommRegister (*ng_api()->ncclCommRegister)
+#define ncclCommDeregister (*ng_api()->ncclCommDeregister)
 #define ncclGroupStart (*ng_api()->ncclGroupStart)
 #define ncclGroupEnd (*ng_api()->ncclGroupEnd)
 #define ncclAllReduce (*ng_api()->ncclAllReduce)
