@@ -34,7 +34,7 @@
  *                                       step-1 window (RESULT fail: wrong sum or a failed call)
  *   faults layout-flags                 the same, step 0 with the same size but flags 0 on the last rank
  *                                       (NCCL_WIN_COLL_SYMMETRIC on the others)
- *   faults handle-swap [-n 1]           a window given to ncclCommDeregister and a buffer registration's
+ *   faults handle-swap [-n N]           (N >= 1) a window given to ncclCommDeregister and a buffer registration's
  *                                       handle to ncclCommWindowDeregister, then each to its own function
  * Every rank prints "RESULT rank=R ..." lines; the parent exits 124 if a rank is still running after
  * --timeout SEC (default 60), 1 if a rank failed its checks, else 0. A rank's checks: the calls
@@ -502,7 +502,11 @@ int main(int argc, char** argv) {
     else if (!strcmp(k, "--timeout")) timeout_s = atoi(v);
     else { fprintf(stderr, "faults: unknown option %s\n", k); return 2; }
   }
-  if (nranks < 2 || nranks > 64) { fprintf(stderr, "faults: -n must be 2..64\n"); return 2; }
+  int one_ok = !strcmp(mode, "handle-swap") || !strcmp(mode, "hidden-revoke");
+  if (nranks < (one_ok ? 1 : 2) || nranks > 64) {
+    fprintf(stderr, "faults: -n must be %d..64 for %s\n", one_ok ? 1 : 2, mode);
+    return 2;
+  }
   sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   pid_t pid[64];
   for (int r = 0; r < nranks; r++) {
