@@ -54,6 +54,9 @@ NG_REVISION := $(filter-out unknown,$(shell cd '$(NG_TOP)' 2>/dev/null && { t=$$
 NG_IDENT = -DNG_VERSION='"$(NG_VERSION)"' $(if $(NG_REVISION),-DNG_REVISION='"$(NG_REVISION)"')
 # The same as text: "VERSION (REVISION)", or "VERSION" without a revision.
 NG_IDENT_TEXT = $(NG_VERSION)$(if $(NG_REVISION), ($(NG_REVISION)))
+# A file holding that text, rewritten only when it changes: what prints the identity (the tools)
+# depends on it, so that an object built at another revision is rebuilt, never shipped stale.
+NG_IDENT_STAMP = $(BUILD)/identity
 
 SHIM_SRC = $(wildcard shim/*.c)
 SHIM_OBJ = $(SHIM_SRC:shim/%.c=$(BUILD)/shim/%.o)
@@ -77,6 +80,9 @@ $(BUILD)/shim/version.o: shim/version.c FORCE
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden $(NG_IDENT) -MMD -MP -c $< -o $@
 .PHONY: FORCE
 FORCE:
+$(NG_IDENT_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(NG_IDENT_TEXT)' | cmp -s - $@ || echo '$(NG_IDENT_TEXT)' >$@
 # The indirect-function resolvers, ncclguard's dlsym and the ELF lookup they share may run before
 # sanitizer runtimes are set up: never instrumented.
 $(BUILD)/shim/exports.o $(BUILD)/shim/dlsym.o $(BUILD)/shim/elfsym.o: $(BUILD)/shim/%.o: shim/%.c

@@ -446,14 +446,22 @@ else
   outer=$(cd "$T/outer" && unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE && git init -q . && echo x >f && git add f \
     && git -c user.name=t -c user.email=t@example.com commit -qm outer && git rev-parse --short HEAD)
   (cd "$NG_ROOT" && git ls-files -z | tar --null -T - -cf - 2>/dev/null) | tar -xf - -C "$ex"
-  mkx() { (unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE NG_REVISION; make -C "$ex" -s --no-print-directory BUILD="$T/exb" lib 2>&1); }
-  o1=$(mkx); r1=$?; id1=$(ident_of "$T/exb/libncclguard.so")
+  # the library and the tools that print the identity; the second build (a REVISION added, nothing
+  # else changed) must rebuild every one of them: none keeps the identity of the first
+  mkx() { (unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE NG_REVISION; make -C "$ex" -s --no-print-directory BUILD="$T/exb" \
+           lib "$T/exb/ncclguard-report" "$T/exb/ncclguard-doctor" "$T/exb/ncclguard-run" 2>&1); }
+  tids() { echo "$("$T/exb/ncclguard-report" --version 2>&1)|$("$T/exb/ncclguard-doctor" --version 2>&1)|$("$T/exb/ncclguard-run" --version 2>&1)"; }
+  o1=$(mkx); r1=$?; id1=$(ident_of "$T/exb/libncclguard.so"); t1=$(tids)
   echo 'abc1234' >"$ex/REVISION"
-  o2=$(mkx); r2=$?; id2=$(ident_of "$T/exb/libncclguard.so")
-  want="ncclguard $(cat "$NG_ROOT/VERSION")"
+  o2=$(mkx); r2=$?; id2=$(ident_of "$T/exb/libncclguard.so"); t2=$(tids)
+  v=$(cat "$NG_ROOT/VERSION"); want="ncclguard $v"
   if [ -n "$outer" ] && [ $r1 = 0 ] && [ "$id1" = "$want" ] && [ $r2 = 0 ] && [ "$id2" = "$want (abc1234)" ]; then
     pass "revision-not-from-enclosing-checkout ($id1 / $id2)"
   else fail revision-not-from-enclosing-checkout "outer commit '$outer': rc=$r1 '$id1' (want '$want') / REVISION: rc=$r2 '$id2': $(echo "$o1 $o2" | tail -5 | tr '\n' '|')"; fi
+  if [ "$t1" = "ncclguard-report $v|ncclguard-doctor $v|ncclguard-run $v" ] \
+     && [ "$t2" = "ncclguard-report $v (abc1234)|ncclguard-doctor $v (abc1234)|ncclguard-run $v (abc1234)" ]; then
+    pass tools-rebuilt-on-new-revision
+  else fail tools-rebuilt-on-new-revision "first build: $t1 / after REVISION: $t2 (a tool kept a stale identity)"; fi
 fi
 
 # the report reads nothing it understands: status 2 and one line naming the cause (README)
