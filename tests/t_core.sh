@@ -40,6 +40,21 @@ REALNCCL=""
 for d in ${NCCL_REAL_LIB:-} /usr/local/cuda/lib /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
   [ -f "$d/libnccl.so.2" ] && { REALNCCL=$d; break; }
 done
+# The bare run is NCCL's own answers. Where a GPU is present, NCCL 2.27/2.28 end it with a SIGSEGV at
+# the registration on a NULL communicator (docs/NCCL.md §3): the program writes each answer as it
+# comes, so the cases below compare the answers before that call there, and every answer on a CPU
+# machine. The fake NCCL (2.28.9, "a GPU present") crashes the same way: the bare run must still
+# give NCCL's answers before the crash, and ncclguard's run all of them.
+if [ -x "$B/real/main_local" ] && [ -f "$FAKE/libnccl.so.2" ]; then
+  R="$B/real"
+  fb=$(LD_LIBRARY_PATH="$R:$FAKE" FAKE_NCCL_VERSION=22809 timeout 60 "$R/main_local" "$R/libnccluser.so" 2>/dev/null); frc=$?
+  fg=$(LD_LIBRARY_PATH="$R:$FAKE" FAKE_NCCL_VERSION=22809 LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" \
+       timeout 60 "$R/main_local" "$R/libnccluser.so" 2>/dev/null); fgrc=$?
+  fbi=$(echo "$fb" | sed -n 's/.*initrank=\([0-9]*\).*/\1/p'); fgi=$(echo "$fg" | sed -n 's/.*initrank=\([0-9]*\).*/\1/p')
+  [ $frc -ne 0 ] && [ -n "$fbi" ] && [ "$fbi" = "$fgi" ] && [ $fgrc = 0 ] && echo "$fg" | grep -q 'register_null_comm=4' \
+    && pass "bare-run-answers-before-nccl-crash (bare rc=$frc: $fb)" \
+    || fail bare-run-answers-before-nccl-crash "bare rc=$frc '$fb' / with ncclguard rc=$fgrc '$fg'"
+fi
 if [ -x "$B/real/main_local" ] && [ -n "$REALNCCL" ]; then
   R="$B/real"
   bare=$(LD_LIBRARY_PATH="$R:$REALNCCL" timeout 60 "$R/main_local" "$R/libnccluser.so" 2>/dev/null)
@@ -89,7 +104,8 @@ if [ -x "$B/real/main_local" ] && [ -n "$REALNCCL" ]; then
     timeout 60 "$R/main_local" "$R/libnccluser.so" >/dev/null 2>"$T/link.err"
   [ ! -e "$T/target" ] && has "$T/link.err" 'symbolic link is refused' && has "$T/link.err" 'reason=null_comm' \
     && pass log-file-no-symlink || fail log-file-no-symlink "$(cat "$T/link.err")"
-  # NCCLGUARD_DISABLE=1: pure pass-through (the NULL comm reaches NCCL: 2.28.9 on a CPU machine fails in cudaGetDevice first)
+  # NCCLGUARD_DISABLE=1: pure pass-through (the NULL comm reaches NCCL: 2.28.9 on a CPU machine fails in
+  # cudaGetDevice first; with a GPU, 2.27/2.28 crash there, with and without ncclguard alike)
   withg=$(LD_LIBRARY_PATH="$R:$REALNCCL" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_DISABLE=1 NCCLGUARD_LOG=trace \
           timeout 60 "$R/main_local" "$R/libnccluser.so" 2>"$T/dis.log")
   [ "$withg" = "$bare" ] && [ ! -s "$T/dis.log" ] && pass disable-pass-through || fail disable-pass-through "$withg / $bare $(cat "$T/dis.log")"
