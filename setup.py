@@ -32,9 +32,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = ("ncclguard-run", "ncclguard-doctor", "ncclguard-report")
 
 # The start-up file: one line, executed by site.py at every start of this environment's Python.
-# Without NCCLGUARD (or with a false value) it costs one dictionary lookup and imports nothing.
-PTH = ('import os; os.environ.get("NCCLGUARD", "").strip().lower() not in '
-       '("", "0", "false", "no", "off") and __import__("ncclguard")\n')
+# Without NCCLGUARD (or with a false value: the table's words in any case) it costs one dictionary
+# lookup and imports nothing; any other value imports the package, whose switch() judges it as the
+# launcher and the doctor do (a value that is not valid: one warning, not turned on).
+PTH = 'import os; os.environ.get("NCCLGUARD", "0").lower() not in ("0", "false", "no", "off") and __import__("ncclguard")\n'
 
 
 def fail(msg):

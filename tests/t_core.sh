@@ -35,6 +35,27 @@ echo "$out" | grep -q 'NCCLGUARD_RETRIES=lots is not valid' && echo "$out" | gre
   && echo "$out" | grep -q 'NCCLGUARD_RETRIES=3 ' && echo "$out" | grep -q 'NCCLGUARD_ON_FAILURE=degrade' \
   && pass bad-config-falls-back || fail bad-config-falls-back "$out"
 
+# a value that is not valid, or an NCCLGUARD_* name that is no variable, is said at load (one line
+# each: the variable, what is wrong, the default used), before any NCCL call: by /bin/true and a shell
+# too, which stay silent when every variable is right (inert-true, inert-shell); NCCLGUARD_DISABLE=1
+# keeps them silent
+ld() { env LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" "$@" 2>&1; }
+out=$(ld NCCLGUARD_ON_FAILURE=eror /bin/true)
+[ "$(echo "$out" | grep -c .)" = 1 ] && echo "$out" | grep -q 'NCCLGUARD WARN fn=config msg="NCCLGUARD_ON_FAILURE=eror is not valid (expected degrade|error); using the default degrade"' \
+  && pass bad-value-warned-at-load || fail bad-value-warned-at-load "$out"
+out=$(ld NCCLGUARD_RETRYS=3 NCCLGUARD_TIMEOUT=abc sh -c 'echo hello')
+[ "$(echo "$out" | grep -c .)" = 3 ] && echo "$out" | grep -qx hello \
+  && echo "$out" | grep -q 'msg="NCCLGUARD_RETRYS is not an ncclguard variable, ignored (did you mean NCCLGUARD_RETRIES?)"' \
+  && echo "$out" | grep -q 'msg="NCCLGUARD_TIMEOUT=abc is not valid (expected a number in \[0.001, 10000000\]); using the default 600"' \
+  && pass unknown-name-warned-at-load || fail unknown-name-warned-at-load "$out"
+out=$(ld NCCLGUARD_DISABLE=1 NCCLGUARD_TIMEOUT=abc NCCLGUARD_RETRYS=3 /bin/true)
+[ -z "$out" ] && pass disable-silences-load-warnings || fail disable-silences-load-warnings "$out"
+# once per process: the first NCCL call does not say it again
+timeout 60 env NCCLGUARD_TIMEOUT=abc LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" "$PROGS/ngtest" -n 1 \
+  -m thread --no-allreduce >"$T/once.out" 2>&1; rc=$?
+n=$(grep -c 'NCCLGUARD_TIMEOUT=abc is not valid' "$T/once.out")
+[ $rc = 0 ] && [ "$n" = 1 ] && pass bad-value-warned-once || fail bad-value-warned-once "rc=$rc, $n lines: $(head -5 "$T/once.out")"
+
 # --- a REAL libnccl, loaded RTLD_LOCAL (docs/PYTORCH.md §2) -------------------------------------
 REALNCCL=""
 for d in ${NCCL_REAL_LIB:-} /usr/local/cuda/lib /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
