@@ -264,12 +264,15 @@ check_venv() {
   vrun "$v" hook -- ncclguard-run python -c 'import ncclguard_hook, sitecustomize; print(ncclguard_hook._installed, sitecustomize.__file__)'
   vrun "$v" pm -- python -m ncclguard sh -c 'echo "$LD_PRELOAD"'
   vrun "$v" pinfo -- python -m ncclguard
+  vrun "$v" pinfo1 NCCLGUARD=1 -- python -m ncclguard
   if [ "$(cat "$T/penv.std")" = "LD_PRELOAD=$lib
 PYTHONPATH=$site/ncclguard/bin/python" ] && has "$T/hook.std" "^True $site/ncclguard/bin/python/sitecustomize.py$" \
      && [ "$(cat "$T/pm.std")" = "$lib" ] && has "$T/pinfo.std" "^ncclguard $VERSION " && has "$T/pinfo.std" "^library: +$lib$" \
-     && has "$T/pinfo.std" '^here: +not turned on by python -m ncclguard$'; then
+     && has "$T/pinfo.std" '^on here: +no: python -m ncclguard does not turn it on in its own interpreter$' \
+     && has "$T/pinfo1.std" '^on here: +no: ' \
+     && has "$T/pinfo1.std" "^NCCLGUARD: NCCLGUARD=1: every other Python program of this environment starts with ncclguard on \\($site/ncclguard.pth\\)$"; then
     pass "launcher-and-python-m-$k"
-  else fail "launcher-and-python-m-$k" "$(cat "$T/penv.out" "$T/hook.out" "$T/pm.out" "$T/pinfo.out")"; fi
+  else fail "launcher-and-python-m-$k" "$(cat "$T/penv.out" "$T/hook.out" "$T/pm.out" "$T/pinfo.out" "$T/pinfo1.std")"; fi
 
   # issue 21: python -m ncclguard --help shows its own options (--library-path), then the launcher's
   vrun "$v" phelp -- python -m ncclguard --help

@@ -480,6 +480,21 @@ if ! echo "$out" | grep -q '\$' && echo "$out" | grep -q '^make install  *into /
   pass make-help
 else fail make-help "$(echo "$out" | grep -e install -e '\$' | tr '\n' '|')"; fi
 
+# make deps installs what the build and the demo need, a C compiler and uthash, nothing of the tests;
+# make test-deps adds the tests' packages, and CI (.ci/run) installs those; the demo says what it
+# builds before its quiet build (dry runs: nothing is installed or built)
+pk() { make -C "$NG_ROOT" -n --no-print-directory NCCL_INCLUDE="$T" CUDA_INCLUDE="$T" BUILD="$T/nb" "$@" 2>&1 \
+  | sed -n 's/.*for p in \([^;]*\);.*/\1/p' | tr ' ' '\n' | grep . | sort -u | tr '\n' ' '; }
+d=$(pk deps); td=$(pk test-deps)
+demo=$(make -C "$NG_ROOT" -n --no-print-directory BUILD="$T/nb" demo 2>&1 | head -3)
+if [ "$d" = "build-essential uthash-dev " ] \
+   && (for p in build-essential uthash-dev valgrind clang python3-venv python3-pip patchelf chromium; do
+         case " $td" in *" $p "*) ;; *) exit 1 ;; esac; done) \
+   && grep -q '^make test-deps' "$NG_ROOT/.ci/run" && ! grep -q '^make deps' "$NG_ROOT/.ci/run" \
+   && echo "$demo" | head -1 | grep -q '^echo "building the library, the tools and the fake NCCL into '; then
+  pass "make-deps-build-only (deps: $d; test-deps: $td)"
+else fail make-deps-build-only "deps: '$d' / test-deps: '$td' / demo starts: $(echo "$demo" | head -1)"; fi
+
 # uninstall removes exactly what install wrote: the files, then the directories install created
 # (installing twice changes nothing); a tree with files and directories of its own keeps them. Once
 # (plain): the build system is the same in every variant.
