@@ -20,7 +20,7 @@ clean() {
     -u NCCLGUARD_DISABLE -u LD_PRELOAD -u PYTHONPATH -u PYTHONDONTWRITEBYTECODE -u RANK "$@"
 }
 if ! clean "$PY" -m venv "$T/probe" >"$T/probe.log" 2>&1; then
-  echo "# skip package: $PY -m venv does not work (make deps installs python3-venv): $(tail -1 "$T/probe.log")"
+  echo "# skip package: $PY -m venv does not work (make test-deps installs python3-venv): $(tail -1 "$T/probe.log")"
   exit 0
 fi
 

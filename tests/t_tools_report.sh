@@ -118,7 +118,7 @@ done
 # Headless Chromium at 1400x900 px, a screenshot: the rank that never reaches seq 37 is a column of the
 # missing colour (#212121) over the 13 rows it misses (not averaged away by a down-scaled canvas), and
 # the divergent bar left of those rows is several pixels wide (not a hairline); hovering that column
-# names its ranks, rank 1234 and "missing". Chromium from Debian's chromium package (not in make deps:
+# names its ranks, rank 1234 and "missing". Chromium from Debian's chromium package (make test-deps, where packaged:
 # the case skips without it).
 CHROME=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
 if [ -z "$CHROME" ]; then
