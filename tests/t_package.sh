@@ -274,6 +274,18 @@ PYTHONPATH=$site/ncclguard/bin/python" ] && has "$T/hook.std" "^True $site/ncclg
     pass "launcher-and-python-m-$k"
   else fail "launcher-and-python-m-$k" "$(cat "$T/penv.out" "$T/hook.out" "$T/pm.out" "$T/pinfo.out" "$T/pinfo1.std")"; fi
 
+  # the documentation the tools' --help names is installed (python -m ncclguard --docs), and the
+  # metadata's description has no relative link (the package index could not follow one)
+  vrun "$v" pdocs -- python -m ncclguard --docs
+  d=$(cat "$T/pdocs.std")
+  meta=$(ls -d "$site"/ncclguard-*.dist-info 2>/dev/null | head -1)/METADATA
+  rel=$(sed -n '/^$/,$p' "$meta" 2>/dev/null | grep -oE '\]\([^)[:space:]]+\)' | grep -vE '^\]\((https?:|mailto:|#)' | head -3)
+  if [ "$d" = "$site/ncclguard/docs" ] && [ -f "$d/tools/README.md" ] && [ -f "$d/docs/NCCL.md" ] \
+     && [ -f "$d/docs/DESIGN.md" ] && [ -f "$d/tools/python/README.md" ] && [ -f "$d/README.md" ] \
+     && [ -f "$meta" ] && grep -q 'python -m ncclguard --docs' "$meta" && [ -z "$rel" ]; then
+    pass "docs-installed-$k"
+  else fail "docs-installed-$k" "docs '$d': $(ls "$d" 2>&1 | tr '\n' ' '); metadata $meta; relative links: $rel"; fi
+
   # issue 21: python -m ncclguard --help shows its own options (--library-path), then the launcher's
   vrun "$v" phelp -- python -m ncclguard --help
   if [ "$(rc_of phelp)" = 0 ] && has "$T/phelp.std" '^Usage: python -m ncclguard ' && has "$T/phelp.std" '^ +--library-path ' \

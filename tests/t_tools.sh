@@ -480,6 +480,41 @@ if ! echo "$out" | grep -q '\$' && echo "$out" | grep -q '^make install  *into /
   pass make-help
 else fail make-help "$(echo "$out" | grep -e install -e '\$' | tr '\n' '|')"; fi
 
+# the paths the tools' --help names (tools/README.md, docs/NCCL.md, ...) are documentation the Python
+# package installs (setup.py's DOCS, into the folder python -m ncclguard --docs prints); the package
+# index's long description has no relative link (the project has no public URL)
+if command -v python3 >/dev/null 2>&1; then
+  helps=$("$B/ncclguard-run" --help 2>&1; "$B/ncclguard-doctor" --help 2>&1; "$B/ncclguard-report" --help 2>&1
+          cd "$T" && PYTHONPATH="$NG_ROOT/python:$NG_ROOT/tools/python" python3 -m ncclguard --help 2>&1)
+  printf '%s\n' "$helps" >"$T/helps.txt"
+  out=$(python3 - "$NG_ROOT" "$T/helps.txt" <<'EOF'
+import ast, fnmatch, os, re, sys
+root = sys.argv[1]
+src = open(os.path.join(root, "setup.py")).read()
+mod = ast.parse(src)
+want = {"DOCS", "DOCS_NOTE", "long_description", "HERE"}
+nodes = [n for n in mod.body if (isinstance(n, ast.FunctionDef) and n.name in want)
+         or (isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") in want)]
+g = {"__file__": os.path.join(root, "setup.py"), "os": os, "re": re}
+exec(compile(ast.Module(body=nodes, type_ignores=[]), "setup.py", "exec"), g)
+named = sorted(set(re.findall(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b", open(sys.argv[2]).read())))
+bad = [p for p in named if not os.path.isfile(os.path.join(root, p))
+       or not any(fnmatch.fnmatch(p, d) for d in g["DOCS"])]
+rel = [t for t in re.findall(r"\]\(([^)\s]+)\)", g["long_description"]())
+       if not re.match(r"[a-z][a-z0-9+.-]*:", t) and not t.startswith("#")]
+print("named=%s" % " ".join(named))
+for p in bad:
+    print("not shipped: %s" % p)
+for t in rel:
+    print("relative link: %s" % t)
+EOF
+)
+  named=$(echo "$out" | sed -n 's/^named=//p'); rest=$(echo "$out" | grep -v '^named=')
+  if [ -n "$named" ] && [ -z "$rest" ] && printf '%s\n' "$helps" | grep -q 'python -m ncclguard --docs'; then
+    pass "help-docs-shipped-with-package ($named)"
+  else fail help-docs-shipped-with-package "$(echo "$out" | head -5 | tr '\n' '|')"; fi
+else echo "# skip help-docs-shipped-with-package: no python3"; fi
+
 # make deps installs what the build and the demo need, a C compiler and uthash, nothing of the tests;
 # make test-deps adds the tests' packages, and CI (.ci/run) installs those; the demo says what it
 # builds before its quiet build (dry runs: nothing is installed or built)

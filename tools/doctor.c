@@ -103,7 +103,10 @@ static const char *usage_text =
     "Exit status: 0 no FAIL (WARN allowed unless --strict); 1 some FAIL of the host (driver,\n"
     "GPUs, NCCL, launcher, Python); 2 a usage error, or the configuration is not valid (a FAIL\n"
     "of an env.* check: an NCCLGUARD_* value not valid, an NCCL variable that switches windows\n"
-    "off; with --strict also a WARN of one), whatever the host.\n";
+    "off; with --strict also a WARN of one), whatever the host.\n"
+    "\n"
+    "Documentation: tools/README.md and docs/ of the source tree; installed with pip, the same\n"
+    "paths under the folder that python -m ncclguard --docs prints.\n";
 
 /* ---- output ---- */
 

@@ -49,7 +49,10 @@ static const char *usage_text =
     "  -h, --help     this text\n"
     "\n"
     "Exit status: 0 nothing divergent and no error, 1 divergent windows or errors,\n"
-    "2 usage error, unreadable input, or no log in it (a directory without *.log or *.jsonl).\n";
+    "2 usage error, unreadable input, or no log in it (a directory without *.log or *.jsonl).\n"
+    "\n"
+    "Documentation: tools/README.md and docs/ of the source tree; installed with pip, the same\n"
+    "paths under the folder that python -m ncclguard --docs prints.\n";
 
 /* ---- decisions ---- */
 

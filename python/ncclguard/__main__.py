@@ -2,6 +2,7 @@
 python -m ncclguard (no arguments): whether ncclguard is on in this interpreter and why, what NCCLGUARD
 does for the other Python programs of this environment, the version and the paths.
 python -m ncclguard --library-path: the library's path alone (LD_PRELOAD=$(python -m ncclguard --library-path)).
+python -m ncclguard --docs: the folder of the documentation (the paths the tools' --help names are in it).
 python -m ncclguard --help (-h): these options, then ncclguard-run's."""
 
 import os
@@ -50,6 +51,7 @@ def info():
     print("library:   %s" % ncclguard.library_path())
     print("tools:     %s" % os.path.dirname(ncclguard.tool_path("ncclguard-run")))
     print("python:    %s" % sys.executable)
+    print("docs:      %s" % ncclguard.docs_path())
     print("turn on:   NCCLGUARD=1 python train.py | `import ncclguard` first in the script | "
           "ncclguard-run -- COMMAND | python -m ncclguard COMMAND")
     return 0
@@ -57,7 +59,7 @@ def info():
 
 USAGE = """\
 Usage: python -m ncclguard [ncclguard-run options] [--] COMMAND [ARGS...]
-       python -m ncclguard [--library-path | --help]
+       python -m ncclguard [--library-path | --docs | --help]
 
 Runs COMMAND under ncclguard, as ncclguard-run does (its options follow).
 
@@ -66,6 +68,8 @@ Options of python -m ncclguard itself:
                      does for other Python programs, the version, the library's and tools' paths
   --library-path     print the path of the packaged libncclguard.so alone
                      (LD_PRELOAD=$(python -m ncclguard --library-path) COMMAND)
+  --docs             print the folder of the documentation installed with the package
+                     (README.md, docs/, tools/README.md: the paths the tools' --help names)
   -h, --help         this text, then ncclguard-run's
 
 Other ways to turn it on: NCCLGUARD=1 python train.py, or `import ncclguard` first in the script.
@@ -94,6 +98,9 @@ def main(argv):
         return usage()
     if argv == ["--library-path"]:
         print(ncclguard.library_path())
+        return 0
+    if argv == ["--docs"]:
+        print(ncclguard.docs_path())
         return 0
     # Python < 3.10 cannot tell `python -m ncclguard` from other imports: the package may have
     # turned itself on here; the launcher must see the environment as the user set it.
