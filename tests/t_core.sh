@@ -56,6 +56,13 @@ timeout 60 env NCCLGUARD_TIMEOUT=abc LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="${NG_PR
 n=$(grep -c 'NCCLGUARD_TIMEOUT=abc is not valid' "$T/once.out")
 [ $rc = 0 ] && [ "$n" = 1 ] && pass bad-value-warned-once || fail bad-value-warned-once "rc=$rc, $n lines: $(head -5 "$T/once.out")"
 
+# a log file whose directory does not exist is named as such (not as a refused symbolic link)
+timeout 60 env NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/nodir/x.log" LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" \
+  "$PROGS/ngtest" -n 1 -m thread --no-allreduce >"$T/nodir.out" 2>&1
+if grep -q "cannot open NCCLGUARD_LOG_FILE $T/nodir/x.log: No such file or directory (its directory does not exist: create it" "$T/nodir.out" \
+   && ! grep -q 'symbolic link' "$T/nodir.out"; then pass log-file-missing-dir-named
+else fail log-file-missing-dir-named "$(grep 'cannot open' "$T/nodir.out")"; fi
+
 # --- a REAL libnccl, loaded RTLD_LOCAL (docs/PYTORCH.md §2) -------------------------------------
 REALNCCL=""
 for d in ${NCCL_REAL_LIB:-} /usr/local/cuda/lib /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
