@@ -265,3 +265,14 @@ if echo "$o1" | grep -q '^on here: \+no: python -m ncclguard does not turn it on
    && echo "$o2" | grep -q '^NCCLGUARD: NCCLGUARD=maybe is not valid (expected 1/0, true/false, yes/no or on/off)' \
    && echo "$o3" | grep -q "^on here: \+yes: .*libncclguard.so is preloaded"; then pass python-m-ncclguard-on-here
 else fail python-m-ncclguard-on-here "$(printf '%s\n--\n%s\n--\n%s' "$o1" "$o2" "$o3" | head -12 | tr '\n' '|')"; fi
+
+# the Python route: import ncclguard (or NCCLGUARD=1) loads the library, which says a bad value or an
+# unknown name at once, before any NCCL call (plain variant: a sanitizer build needs its runtime first)
+if [ "${NG_VARIANT:-plain}" = plain ]; then
+  out=$(cd "$T" && clean_env NCCLGUARD_LIB="$SHIM" NCCLGUARD_ON_FAILURE=eror NCCLGUARD_TIMEOT=3 \
+        PYTHONPATH="$NG_ROOT/python:$NG_ROOT/tools/python" "$PY" -c 'import ncclguard, sys; sys.stderr.write("state=%s\n" % ncclguard.state())' 2>&1)
+  if echo "$out" | grep -q 'msg="NCCLGUARD_ON_FAILURE=eror is not valid (expected degrade|error); using the default degrade"' \
+     && echo "$out" | grep -q 'msg="NCCLGUARD_TIMEOT is not an ncclguard variable, ignored (did you mean NCCLGUARD_TIMEOUT?)"' \
+     && echo "$out" | grep -q '^state=loaded$'; then pass config-python-import-warns-at-once
+  else fail config-python-import-warns-at-once "$(echo "$out" | head -4 | tr '\n' '|')"; fi
+else echo "# skip config-python-import-warns-at-once: the plain variant runs it"; fi
