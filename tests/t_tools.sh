@@ -302,6 +302,18 @@ if [ $rc -eq 0 ] && echo "$out" | grep -Eq '^OK +env\.ncclguard ' && echo "$out"
    && [ $rc4 -eq 2 ] && [ "$out4" = "$(echo "$out4" | grep '^WARN  env.NCCLGUARD_RETRYS ')" ]; then pass doctor-config-only
 else fail doctor-config-only "rc=$rc/$rc2/$rc3/$rc4 (want 0/2/2/2): $(echo "$out" "$out4" | tr '\n' '|')"; fi
 
+# the doctor's rows wrap at the terminal's width (the fix on a line of its own), and stay one line per
+# check in a pipe (above); a terminal of 80 columns made with script(1), a libcuda that cannot load
+# (a FAIL with a fix on every host)
+if command -v script >/dev/null 2>&1 && script -qec true /dev/null >/dev/null 2>&1; then
+  out=$(clean_env LD_LIBRARY_PATH="$T/empty" DOC="$DOC" script -qec 'stty cols 80 2>/dev/null; "$DOC" --no-python --cuda-lib /nonexistent/libcuda.so.1' /dev/null 2>&1 | tr -d '\r')
+  long=$(echo "$out" | awk 'length > 80' | head -2)
+  if [ -z "$long" ] && echo "$out" | grep -q '^FAIL  cuda\.driver  ' && echo "$out" | grep -Eq '^ {30}fix: ' \
+     && [ "$(echo "$out" | wc -l)" -gt "$(clean_env LD_LIBRARY_PATH="$T/empty" "$DOC" --no-python --cuda-lib /nonexistent/libcuda.so.1 2>&1 | wc -l)" ]; then
+    pass doctor-wraps-at-terminal-width
+  else fail doctor-wraps-at-terminal-width "long: $long; $(echo "$out" | head -4 | tr '\n' '|')"; fi
+else echo "# skip doctor-wraps-at-terminal-width: no script(1) to make a terminal"; fi
+
 # issue 21: an explicit --python that does not exist is an error naming it; a missing option value is said so
 out=$(clean_env LD_LIBRARY_PATH="$T/empty" timeout 60 "$DOC" --python "$T/empty/nopython" 2>&1); rc=$?
 out2=$(clean_env timeout 60 "$DOC" --nccl-lib 2>&1); rc2=$?
