@@ -54,6 +54,9 @@ NG_REVISION := $(filter-out unknown,$(shell cd '$(NG_TOP)' 2>/dev/null && { t=$$
 NG_IDENT = -DNG_VERSION='"$(NG_VERSION)"' $(if $(NG_REVISION),-DNG_REVISION='"$(NG_REVISION)"')
 # The same as text: "VERSION (REVISION)", or "VERSION" without a revision.
 NG_IDENT_TEXT = $(NG_VERSION)$(if $(NG_REVISION), ($(NG_REVISION)))
+# A file holding that text, rewritten only when it changes: what prints the identity (the tools)
+# depends on it, so that an object built at another revision is rebuilt, never shipped stale.
+NG_IDENT_STAMP = $(BUILD)/identity
 
 SHIM_SRC = $(wildcard shim/*.c)
 SHIM_OBJ = $(SHIM_SRC:shim/%.c=$(BUILD)/shim/%.o)
@@ -77,6 +80,9 @@ $(BUILD)/shim/version.o: shim/version.c FORCE
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden $(NG_IDENT) -MMD -MP -c $< -o $@
 .PHONY: FORCE
 FORCE:
+$(NG_IDENT_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(NG_IDENT_TEXT)' | cmp -s - $@ || echo '$(NG_IDENT_TEXT)' >$@
 # The indirect-function resolvers, ncclguard's dlsym and the ELF lookup they share may run before
 # sanitizer runtimes are set up: never instrumented.
 $(BUILD)/shim/exports.o $(BUILD)/shim/dlsym.o $(BUILD)/shim/elfsym.o: $(BUILD)/shim/%.o: shim/%.c
@@ -104,24 +110,34 @@ include tests/unit/unit.mk
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 $(FAKE_OUT): | check-nccl-header
 
-# Debian packages the build and the tests need (uthash-dev is the one build dependency beyond the
-# compiler; valgrind, clang and python3 serve the tests; python3-venv, python3-pip and patchelf
-# (auditwheel) the Python package's test, tests/t_package.sh), then NCCL's and CUDA's headers.
-DEPS_PKGS = build-essential uthash-dev valgrind clang python3 python3-venv python3-pip patchelf
-# Optional, installed where the distribution has it (Debian's chromium; Ubuntu's is a snap): headless
-# Chromium for the outcome grid's screenshot test (tests/t_tools_report.sh), which skips without it.
-DEPS_OPTIONAL = chromium
+# Debian packages. `make deps`: what the build and the demo need, a C compiler and uthash (the one
+# build dependency beyond the compiler), then NCCL's and CUDA's headers for the demo's fake NCCL (the
+# system's or the CUDA toolkit's; else pinned PyPI wheels into .deps/, fetched with python3's pip,
+# which is installed then only). `make test-deps`: that, plus what the test suite needs: valgrind and
+# clang (tests/t_hardening.sh, fuzzing), python3-venv, python3-pip and patchelf (the Python package's
+# test, tests/t_package.sh: auditwheel), and headless Chromium where the distribution has it (Debian's
+# chromium; Ubuntu's is a snap) for the outcome grid's screenshot test, which skips without it.
+DEPS_PKGS = build-essential uthash-dev
+DEPS_HEADER_PKGS = python3 python3-pip
+TEST_DEPS_PKGS = valgrind clang python3 python3-venv python3-pip patchelf
+TEST_DEPS_OPTIONAL = chromium
+ng_need_header_pkgs = $(if $(filter-out $(DEPS_DIR)/%,$(NCCL_INCLUDE)),$(if $(filter-out $(DEPS_DIR)/%,$(CUDA_INCLUDE)),,y),y)
+# $(call ng_apt,PACKAGES,WHAT): install those of PACKAGES not installed yet, saying so in one line first
+ng_apt = missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+  if [ -n "$$missing" ]; then \
+    sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+    echo "installing ($(2)):$$missing"; $$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing >/dev/null; \
+  fi
+.PHONY: test-deps
 deps:
-	@missing=""; for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
-	  echo "installing:$$missing"; $$sudo apt-get update -qq && $$sudo apt-get install -y -qq $$missing >/dev/null; \
-	fi
-	@for p in $(DEPS_OPTIONAL); do dpkg -s $$p >/dev/null 2>&1 && continue; sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	@$(call ng_apt,$(DEPS_PKGS) $(if $(ng_need_header_pkgs),$(DEPS_HEADER_PKGS)),build and demo)
+	@$(MAKE) -s --no-print-directory deps-headers
+test-deps: deps
+	@$(call ng_apt,$(TEST_DEPS_PKGS),tests)
+	@for p in $(TEST_DEPS_OPTIONAL); do dpkg -s $$p >/dev/null 2>&1 && continue; sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	  apt-cache show $$p >/dev/null 2>&1 || $$sudo apt-get update -qq >/dev/null 2>&1; \
 	  apt-cache show $$p >/dev/null 2>&1 && $$sudo apt-get install -y -qq $$p >/dev/null 2>&1 && echo "installed: $$p" \
 	  || echo "not installed: $$p (optional: the tests that need it skip)"; done
-	@$(MAKE) -s --no-print-directory deps-headers
 # NCCL's and CUDA's headers, for the tests and the demo: the toolkit's or the system's where they
 # are, else pinned PyPI wheels into .deps/ (tools/deps-headers.sh; a second run downloads nothing).
 # A sub-make of its own, after the packages above (python3-pip), then one more to say what it found.
@@ -134,17 +150,18 @@ headers:
 	@echo "$(NG_HEADERS_LINE)"
 
 # The whole CPU suite, then again under AddressSanitizer and UndefinedBehaviorSanitizer.
-test: $(filter deps,$(MAKECMDGOALS))
+test: $(filter deps test-deps,$(MAKECMDGOALS))
 	tests/run -s plain,asan,ubsan
 
-test-quick: $(filter deps,$(MAKECMDGOALS))
+test-quick: $(filter deps test-deps,$(MAKECMDGOALS))
 	tests/run
 
-# Quiet: the build in a sub-make (-s, so that it sees the headers a `make deps` of the same command
-# line fetched), then the demo, which writes its logs into $(BUILD)/demo-logs and ends with
-# ncclguard-report on them.
-demo: $(filter deps,$(MAKECMDGOALS))
-	@$(MAKE) -s --no-print-directory $(if $(filter deps,$(MAKECMDGOALS)),,headers) all testbins
+# Quiet: one line saying what is built (a clean build took 47 s on 2 shared cores), the build in a
+# sub-make (-s, so that it sees the headers a `make deps` of the same command line fetched), then the
+# demo, which writes its logs into $(BUILD)/demo-logs and ends with ncclguard-report on them.
+demo: $(filter deps test-deps,$(MAKECMDGOALS))
+	@echo "building the library, the tools and the fake NCCL into $(BUILD)/ (quiet: 47 s on 2 cores)"
+	@$(MAKE) -s --no-print-directory $(if $(filter deps test-deps,$(MAKECMDGOALS)),,headers) all testbins
 	@tools/demo.sh "$(BUILD)"
 
 # Into $(DESTDIR)$(PREFIX): lib/libncclguard.so, bin/ncclguard-{run,doctor,report}, the probe's scenario
@@ -173,8 +190,11 @@ clean:
 # The targets, one line each.
 .PHONY: help
 help:
-	@echo 'make deps        the Debian/Ubuntu packages the build and the tests need (apt-get); without'
-	@echo '                 the CUDA toolkit, also nccl.h and cuda.h from pinned PyPI wheels, into .deps/'
+	@echo 'make deps        the Debian/Ubuntu packages the build and the demo need (apt-get: a C compiler,'
+	@echo '                 uthash); without the CUDA toolkit, also nccl.h and cuda.h from pinned PyPI'
+	@echo '                 wheels, into .deps/ (with python3-pip)'
+	@echo 'make test-deps   make deps, plus what the tests need: valgrind, clang, python3-venv, patchelf,'
+	@echo '                 chromium where the distribution has it (docs/install.md: sizes)'
 	@echo 'make headers     where the tests and the demo take nccl.h and cuda.h from, in one line'
 	@echo 'make             the library and the tools, into $(BUILD)/ (= make all)'
 	@echo 'make lib         the library alone, $(BUILD)/libncclguard.so'

@@ -11,10 +11,14 @@
 #                                                       (sitecustomize.py + ncclguard_hook), as in build/
 #   ncclguard/_version.py                               __version__, from VERSION
 #   ncclguard.pth                                       start-up activation (NCCLGUARD=1), site-packages root
+#   ncclguard/docs/                                     the documentation a user reads (DOCS below), in the
+#                                                       source tree's layout; python -m ncclguard --docs
 # The binaries need libc alone. CC and CFLAGS are taken from the environment (defaults: cc, -O2 -g);
 # the package build leaves -Werror out (a newer compiler's new warning must not stop an install)
 # and uses no NCCL or CUDA header.
+import glob
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -34,9 +38,39 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = ("ncclguard-run", "ncclguard-doctor", "ncclguard-report")
 
 # The start-up file: one line, executed by site.py at every start of this environment's Python.
-# Without NCCLGUARD (or with a false value) it costs one dictionary lookup and imports nothing.
-PTH = ('import os; os.environ.get("NCCLGUARD", "").strip().lower() not in '
-       '("", "0", "false", "no", "off") and __import__("ncclguard")\n')
+# Without NCCLGUARD (or with a false value: the table's words in any case) it costs one dictionary
+# lookup and imports nothing; any other value imports the package, whose switch() judges it as the
+# launcher and the doctor do (a value that is not valid: one warning, not turned on).
+PTH = 'import os; os.environ.get("NCCLGUARD", "0").lower() not in ("0", "false", "no", "off") and __import__("ncclguard")\n'
+
+
+# The documentation installed with the package, into ncclguard/docs/ with the source tree's layout (so
+# that the links between these files work, and a path the tools' --help names, such as
+# tools/README.md or docs/NCCL.md, is that path under the folder `python -m ncclguard --docs` prints).
+DOCS = ("README.md", "CHANGELOG.md", "LICENSE", "docs/*.md", "tools/README.md", "tools/python/README.md")
+
+DOCS_NOTE = ("> Installed with pip, the documentation this page names (README.md, CHANGELOG.md, docs/, "
+             "tools/README.md, tools/python/README.md) is in the package: `python -m ncclguard --docs` "
+             "prints its folder. The test results it names are in the source repository.")
+
+
+def long_description():
+    """README.md for the package index: the project has no public URL, so a relative link, which
+    would be broken there, becomes the path it names (a file installed with the package, DOCS), and
+    one line after the title says where those are."""
+    with open(os.path.join(HERE, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+
+    def plain(m):
+        label, target = m.group(1), m.group(2)
+        if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            return m.group(0)  # https:, mailto:, an anchor of this page
+        path = target.split("#")[0]
+        return label if label.strip("`") == path else "%s (`%s`)" % (label, path)
+
+    text = re.sub(r"\[([^\]\n]+)\]\(([^)\s]+)\)", plain, text)
+    title, _, rest = text.partition("\n")
+    return "%s\n\n%s\n%s" % (title, DOCS_NOTE, rest)
 
 
 def fail(msg):
@@ -137,6 +171,11 @@ class BuildPy(build_py):
                     % (self.distribution.get_version().strip(), revision()))
         with open(os.path.join(self.build_lib, "ncclguard.pth"), "w") as f:
             f.write(PTH)
+        for pattern in DOCS:
+            for src in sorted(glob.glob(os.path.join(HERE, pattern))):
+                dst = os.path.join(pkg, "docs", os.path.relpath(src, HERE))
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                self.copy_file(src, dst)
 
 
 class Sdist(sdist):
@@ -174,4 +213,6 @@ setup(
     distclass=BinaryDistribution,
     cmdclass={"build_py": BuildPy, "sdist": Sdist, "bdist_wheel": BdistWheel},
     options={"build": {"build_base": "build-py"}},
+    long_description=long_description(),
+    long_description_content_type="text/markdown",
 )

@@ -29,13 +29,41 @@ struct ng_config ng_cfg = {
 static char bad[8][256];
 static int nbad;
 
-static void complain(const char* name, const char* val, const char* expect) {
-  if (nbad < 8) snprintf(bad[nbad++], sizeof bad[0], NG_BAD_VALUE_FMT, name, val, expect);
+static void complain(const char* name, const char* val, const char* expect, const char* def) {
+  if (nbad < 8) snprintf(bad[nbad++], sizeof bad[0], NG_BAD_VALUE_FMT, name, val, expect, def);
 }
 
 static const char* env(const char* name) { return secure_getenv(name); }
 
-void ng_parse_env(struct ng_config* c) { ng_vars_parse(c, env, complain); }
+/* Calls f(name, len) for each NCCLGUARD_* name of the environment that is no variable of the table;
+ * returns how many there are. None in a setuid program (secure_getenv's rule). */
+static int unknown_names(void (*f)(const char* name, size_t len)) {
+  static const char prefix[] = "NCCLGUARD_";
+  int n = 0;
+  if (!secure_getenv("PATH") && getenv("PATH")) return 0; /* secure mode: the environment is not ours */
+  for (char** e = environ; e && *e; e++) {
+    if (strncmp(*e, prefix, sizeof prefix - 1)) continue;
+    char name[128];
+    size_t len = strcspn(*e, "=");
+    if (len >= sizeof name) len = sizeof name - 1;
+    memcpy(name, *e, len);
+    name[len] = 0;
+    if (ng_var_find(name)) continue;
+    n++;
+    if (f) f(name, len);
+  }
+  return n;
+}
+
+static void complain_unknown(const char* name, size_t len) {
+  (void)len;
+  if (nbad < 8) snprintf(bad[nbad++], sizeof bad[0], NG_UNKNOWN_VAR_FMT, name, ng_var_closest(name));
+}
+
+void ng_parse_env(struct ng_config* c) {
+  ng_vars_parse(c, env, complain);
+  unknown_names(complain_unknown);
+}
 
 void ng_dump_config(void) {
   struct ng_config shown = ng_cfg; /* the level as configured, before it is raised below */
@@ -95,9 +123,35 @@ static void init_once(void) {
 
 void ng_init(void) { pthread_once(&once, init_once); }
 
-/* NCCLGUARD_DUMP_CONFIG=1 prints the settings at load time, even before any NCCL call. */
-__attribute__((constructor)) static void ng_load(void) {
-  const char* v = secure_getenv("NCCLGUARD_DUMP_CONFIG");
+/* 1 when the environment's value of `name` is valid and true. */
+static int env_true(const char* name) {
+  const char* v = secure_getenv(name);
   struct ng_value on = {0, 0};
-  if (v && !ng_var_check(ng_var_find("NCCLGUARD_DUMP_CONFIG"), v, &on) && on.i) ng_init();
+  return v && !ng_var_check(ng_var_find(name), v, &on) && on.i;
+}
+
+static void found_bad(const char* name, const char* val, const char* expect, const char* def) {
+  (void)name, (void)val, (void)expect, (void)def;
+  nbad++;
+}
+
+/* At load: NCCLGUARD_DUMP_CONFIG=1 prints the settings, and a value that is not valid or an
+ * NCCLGUARD_* name that is no variable is said at once (one warning line each, with the default
+ * used), not at the first NCCL call, which may never come or come hours later. Otherwise nothing is
+ * done here: a process without NCCL stays untouched (one pass over the environment's names), and
+ * NCCLGUARD_DISABLE=1 keeps it silent (unless NCCLGUARD_DUMP_CONFIG=1 asks). */
+__attribute__((constructor)) static void ng_load(void) {
+  int any = 0;
+  for (char** e = environ; e && *e && !any; e++) any = !strncmp(*e, "NCCLGUARD_", 10);
+  if (!any) return;
+  if (env_true("NCCLGUARD_DUMP_CONFIG")) {
+    ng_init();
+    return;
+  }
+  if (env_true("NCCLGUARD_DISABLE")) return;
+  struct ng_config scratch = ng_cfg;
+  ng_vars_parse(&scratch, env, found_bad);
+  int wrong = nbad > 0 || unknown_names(NULL) > 0;
+  nbad = 0;
+  if (wrong) ng_init();
 }

@@ -170,12 +170,17 @@ static int get_fd(void) {
         if (!fstat(fd, &st)) log_bytes = st.st_size;
         if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size == 0) write_header(fd);
       } else {
-        char msg[PATH_MAX + 200];
+        int err = errno;
+        /* O_NOFOLLOW answers a symbolic link with ELOOP; a missing directory is ENOENT */
+        const char* why = err == ELOOP ? " (a symbolic link is refused)"
+                          : err == ENOENT ? " (its directory does not exist: create it, or use ncclguard-run "
+                                            "--log-dir DIR, which does)"
+                                          : "";
+        char msg[PATH_MAX + 300];
         int n = snprintf(msg, sizeof msg,
-                         "%s:%d:%ld [-1] NCCLGUARD WARN fn=log msg=\"cannot open NCCLGUARD_LOG_FILE %s: %s "
-                         "(a symbolic link is refused); logging to stderr\"\n",
-                         hostname(), (int)getpid(), (long)syscall(SYS_gettid), ng_cfg.log_file,
-                         strerror(errno));
+                         "%s:%d:%ld [-1] NCCLGUARD WARN fn=log msg=\"cannot open NCCLGUARD_LOG_FILE %s: %s%s; "
+                         "logging to stderr\"\n",
+                         hostname(), (int)getpid(), (long)syscall(SYS_gettid), ng_cfg.log_file, strerror(err), why);
         if (n > 0) write_all(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
       }
     }

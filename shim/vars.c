@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "vars.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <regex.h>
 #include <stdio.h>
@@ -156,7 +157,7 @@ const char* ng_var_default(const struct ng_var* var, char* buf, size_t n) {
 }
 
 void ng_vars_parse(void* cfg, const char* (*get)(const char*),
-                   void (*bad)(const char* name, const char* value, const char* expect)) {
+                   void (*bad)(const char* name, const char* value, const char* expect, const char* def)) {
   for (int i = 0; i < ng_nvars; i++) {
     const struct ng_var* var = &ng_vars[i];
     const char* v;
@@ -164,8 +165,9 @@ void ng_vars_parse(void* cfg, const char* (*get)(const char*),
     if (!var->lib || !(v = get(var->name)) || (var->kind == NG_KIND_PATH && !*v)) continue;
     char* m = (char*)cfg + var->off;
     if (ng_var_check(var, v, &x) != 0 || (var->kind == NG_KIND_PATH && strlen(v) >= var->size)) {
-      char e[128];
-      bad(var->name, var->kind == NG_KIND_PATH ? "(too long)" : v, ng_var_expect(var, e, sizeof e));
+      char e[128], d[128];
+      bad(var->name, var->kind == NG_KIND_PATH ? "(too long)" : v, ng_var_expect(var, e, sizeof e),
+          ng_var_default(var, d, sizeof d));
       continue;
     }
     switch (var->kind) {
@@ -189,4 +191,34 @@ const char* ng_var_show(const struct ng_var* var, const void* cfg, char* buf, si
     default: buf[0] = 0;
   }
   return buf;
+}
+
+/* Levenshtein distance of a and b (any case), both at most 63 characters counted. */
+static int distance(const char* a, const char* b) {
+  int la = (int)strnlen(a, 63), lb = (int)strnlen(b, 63), row[64];
+  for (int j = 0; j <= lb; j++) row[j] = j;
+  for (int i = 1; i <= la; i++) {
+    int diag = row[0];
+    row[0] = i;
+    for (int j = 1; j <= lb; j++) {
+      int up = row[j], cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+      int best = diag + cost;
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[lb];
+}
+
+const char* ng_var_closest(const char* name) {
+  const char* best = NULL;
+  int bd = 1 << 30;
+  for (int i = 0; i < ng_nvars; i++) {
+    if (!ng_vars[i].name) continue;
+    int d = distance(name, ng_vars[i].name);
+    if (d < bd) bd = d, best = ng_vars[i].name;
+  }
+  return best ? best : "-";
 }

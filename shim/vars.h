@@ -14,8 +14,11 @@
 #define NG_BOOL_FALSE "0|false|no|off"
 #define NG_INT_RE "^-?[0-9]+$"
 #define NG_NUM_RE "^([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$"
-/* The warning for a bad value: name, value, what is expected (ng_var_expect). */
-#define NG_BAD_VALUE_FMT "%s=%.60s is not valid (expected %s); using the default"
+/* The warning for a bad value: name, value, what is expected (ng_var_expect), the default used
+ * (ng_var_default; a PATH's def_text). */
+#define NG_BAD_VALUE_FMT "%s=%.60s is not valid (expected %s); using the default %s"
+/* The warning for an NCCLGUARD_* name that is no variable: the name, the closest known name. */
+#define NG_UNKNOWN_VAR_FMT "%.60s is not an ncclguard variable, ignored (did you mean %s?)"
 
 /* The values of the ENUM variables, in the order of their CHOICES in vars.def. */
 enum ng_level { NG_LOG_OFF = 0, NG_LOG_WARN = 1, NG_LOG_INFO = 2, NG_LOG_TRACE = 3 };
@@ -86,10 +89,12 @@ const char* ng_var_word(const char* list, int i, char* buf, size_t n);
 const char* ng_var_num(double x, char* buf, size_t n);
 
 /* The library's configuration, parsed from `get` (secure_getenv in the library): every LIB
- * variable that is set and valid is stored in *cfg; each bad one calls bad(name, value, expected).
- * An empty PATH counts as unset. */
+ * variable that is set and valid is stored in *cfg; each bad one calls bad(name, value, expected,
+ * default). An empty PATH counts as unset. */
 void ng_vars_parse(void* cfg, const char* (*get)(const char*),
-                   void (*bad)(const char* name, const char* value, const char* expect));
+                   void (*bad)(const char* name, const char* value, const char* expect, const char* def));
+/* The variable of the table whose name is closest to `name` (edit distance, any case). */
+const char* ng_var_closest(const char* name);
 /* The member of `var` in cfg as text, for NCCLGUARD_DUMP_CONFIG (an unset PATH: its def_text). */
 const char* ng_var_show(const struct ng_var* var, const void* cfg, char* buf, size_t n);
 

@@ -220,6 +220,59 @@ else fail config-one-verdict "lib $nlib run $nrun env $nenv bad $nbad; not the l
 # the Python hook's booleans: the table's words in any case, and a bad value warns with the library's text
 out=$(PYTHONPATH="$NG_ROOT/tools/python" "$PY" -c 'from ncclguard_hook import _config as c
 print(c.get("NCCLGUARD_PYHOOK", {"NCCLGUARD_PYHOOK": "oFf"}), c.get("NCCLGUARD_PYHOOK", {"NCCLGUARD_PYHOOK": " 0"}))' 2>&1)
-if [ "$out" = "(False, None) (True, 'NCCLGUARD_PYHOOK= 0 is not valid (expected 1/0, true/false, yes/no or on/off); using the default')" ]; then
+if [ "$out" = "(False, None) (True, 'NCCLGUARD_PYHOOK= 0 is not valid (expected 1/0, true/false, yes/no or on/off); using the default 1')" ]; then
   pass config-python-bool
 else fail config-python-bool "$out"; fi
+
+# the Python package's switch (NCCLGUARD=1 at start through ncclguard.pth, import ncclguard) judges
+# each value as the launcher does: a valid true value turns it on, a valid false one off, any other
+# is one warning and off; the .pth line imports the package for every value but the false ones, so
+# that the package gives that verdict (nothing stripped, any case)
+printf '%s\n' '' ' 1' '1 ' 'TRUE' 'On' 'nO' '2' >>"$T/vals"
+out=$(NCCLGUARD=0 PYTHONPATH="$NG_ROOT/python:$NG_ROOT/tools/python" "$PY" - "$T/vals" "$NG_ROOT/setup.py" <<'EOF' 2>&1
+import ast, os, sys
+from ncclguard import _boot
+pth = [n.value.value for n in ast.parse(open(sys.argv[2]).read()).body
+       if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "PTH"][0]
+for v in open(sys.argv[1]).read().split("\n")[:-1]:
+    on, bad = _boot.switch({"NCCLGUARD": v})
+    os.environ["NCCLGUARD"] = v
+    imported = []
+    exec(pth, {"__builtins__": {"__import__": lambda name, *a: os if name == "os" else imported.append(name) or True}})
+    if bad is None:
+        ok = on is not None and on == bool(imported)
+    else:
+        ok = on is False and bool(imported)
+    print("%s\t%s\t%s" % (v, "bad" if bad else "ok", "consistent" if ok else "INCONSISTENT pth=%s on=%s" % (imported, on)))
+EOF
+)
+runv=$(i=1; n=$(wc -l <"$T/vals"); while [ $i -le $n ]; do
+  val=$(sed -n "${i}p" "$T/vals"); i=$((i + 1))
+  if clean_env NCCLGUARD="$val" "$RUN" --lib "$SHIM" --print-env >/dev/null 2>&1; then echo ok; else echo bad; fi
+done)
+pyv=$(printf '%s\n' "$out" | cut -f2)
+if [ "$pyv" = "$runv" ] && ! printf '%s\n' "$out" | grep -q INCONSISTENT && printf '%s\n' "$out" | grep -q "^maybe${tab}bad" \
+   && printf '%s\n' "$out" | grep -q "^ 1${tab}bad"; then
+  pass "config-python-switch-one-verdict ($(echo "$runv" | grep -c bad) of $(echo "$runv" | wc -l) values refused by both)"
+else fail config-python-switch-one-verdict "python: $(printf '%s\n' "$out" | grep -v consistent$ | head -3 | tr '\n' '|') verdicts: $(printf '%s\n' "$pyv" | tr '\n' ' ') / launcher: $(printf '%s\n' "$runv" | tr '\n' ' ')"; fi
+
+# python -m ncclguard answers whether ncclguard is on in its interpreter, and why, also under
+# NCCLGUARD=1 (which turns it on for the environment's other Python programs, never for itself)
+pm() { (cd "$T" && env PYTHONPATH="$NG_ROOT/python:$NG_ROOT/tools/python" "$@" "$PY" -m ncclguard 2>&1); }
+o1=$(pm NCCLGUARD=1); o2=$(pm NCCLGUARD=maybe); o3=$(pm LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM")
+if echo "$o1" | grep -q '^on here: \+no: python -m ncclguard does not turn it on in its own interpreter$' \
+   && echo "$o1" | grep -q '^NCCLGUARD: NCCLGUARD=1' \
+   && echo "$o2" | grep -q '^NCCLGUARD: NCCLGUARD=maybe is not valid (expected 1/0, true/false, yes/no or on/off)' \
+   && echo "$o3" | grep -q "^on here: \+yes: .*libncclguard.so is preloaded"; then pass python-m-ncclguard-on-here
+else fail python-m-ncclguard-on-here "$(printf '%s\n--\n%s\n--\n%s' "$o1" "$o2" "$o3" | head -12 | tr '\n' '|')"; fi
+
+# the Python route: import ncclguard (or NCCLGUARD=1) loads the library, which says a bad value or an
+# unknown name at once, before any NCCL call (plain variant: a sanitizer build needs its runtime first)
+if [ "${NG_VARIANT:-plain}" = plain ]; then
+  out=$(cd "$T" && clean_env NCCLGUARD_LIB="$SHIM" NCCLGUARD_ON_FAILURE=eror NCCLGUARD_TIMEOT=3 \
+        PYTHONPATH="$NG_ROOT/python:$NG_ROOT/tools/python" "$PY" -c 'import ncclguard, sys; sys.stderr.write("state=%s\n" % ncclguard.state())' 2>&1)
+  if echo "$out" | grep -q 'msg="NCCLGUARD_ON_FAILURE=eror is not valid (expected degrade|error); using the default degrade"' \
+     && echo "$out" | grep -q 'msg="NCCLGUARD_TIMEOT is not an ncclguard variable, ignored (did you mean NCCLGUARD_TIMEOUT?)"' \
+     && echo "$out" | grep -q '^state=loaded$'; then pass config-python-import-warns-at-once
+  else fail config-python-import-warns-at-once "$(echo "$out" | head -4 | tr '\n' '|')"; fi
+else echo "# skip config-python-import-warns-at-once: the plain variant runs it"; fi

@@ -35,11 +35,54 @@ echo "$out" | grep -q 'NCCLGUARD_RETRIES=lots is not valid' && echo "$out" | gre
   && echo "$out" | grep -q 'NCCLGUARD_RETRIES=3 ' && echo "$out" | grep -q 'NCCLGUARD_ON_FAILURE=degrade' \
   && pass bad-config-falls-back || fail bad-config-falls-back "$out"
 
+# a value that is not valid, or an NCCLGUARD_* name that is no variable, is said at load (one line
+# each: the variable, what is wrong, the default used), before any NCCL call: by /bin/true and a shell
+# too, which stay silent when every variable is right (inert-true, inert-shell); NCCLGUARD_DISABLE=1
+# keeps them silent
+ld() { env LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" "$@" 2>&1; }
+out=$(ld NCCLGUARD_ON_FAILURE=eror /bin/true)
+[ "$(echo "$out" | grep -c .)" = 1 ] && echo "$out" | grep -q 'NCCLGUARD WARN fn=config msg="NCCLGUARD_ON_FAILURE=eror is not valid (expected degrade|error); using the default degrade"' \
+  && pass bad-value-warned-at-load || fail bad-value-warned-at-load "$out"
+out=$(ld NCCLGUARD_RETRYS=3 NCCLGUARD_TIMEOUT=abc sh -c 'echo hello')
+[ "$(echo "$out" | grep -c .)" = 3 ] && echo "$out" | grep -qx hello \
+  && echo "$out" | grep -q 'msg="NCCLGUARD_RETRYS is not an ncclguard variable, ignored (did you mean NCCLGUARD_RETRIES?)"' \
+  && echo "$out" | grep -q 'msg="NCCLGUARD_TIMEOUT=abc is not valid (expected a number in \[0.001, 10000000\]); using the default 600"' \
+  && pass unknown-name-warned-at-load || fail unknown-name-warned-at-load "$out"
+out=$(ld NCCLGUARD_DISABLE=1 NCCLGUARD_TIMEOUT=abc NCCLGUARD_RETRYS=3 /bin/true)
+[ -z "$out" ] && pass disable-silences-load-warnings || fail disable-silences-load-warnings "$out"
+# once per process: the first NCCL call does not say it again
+timeout 60 env NCCLGUARD_TIMEOUT=abc LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" "$PROGS/ngtest" -n 1 \
+  -m thread --no-allreduce >"$T/once.out" 2>&1; rc=$?
+n=$(grep -c 'NCCLGUARD_TIMEOUT=abc is not valid' "$T/once.out")
+[ $rc = 0 ] && [ "$n" = 1 ] && pass bad-value-warned-once || fail bad-value-warned-once "rc=$rc, $n lines: $(head -5 "$T/once.out")"
+
+# a log file whose directory does not exist is named as such (not as a refused symbolic link)
+timeout 60 env NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/nodir/x.log" LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" \
+  "$PROGS/ngtest" -n 1 -m thread --no-allreduce >"$T/nodir.out" 2>&1
+if grep -q "cannot open NCCLGUARD_LOG_FILE $T/nodir/x.log: No such file or directory (its directory does not exist: create it" "$T/nodir.out" \
+   && ! grep -q 'symbolic link' "$T/nodir.out"; then pass log-file-missing-dir-named
+else fail log-file-missing-dir-named "$(grep 'cannot open' "$T/nodir.out")"; fi
+
 # --- a REAL libnccl, loaded RTLD_LOCAL (docs/PYTORCH.md §2) -------------------------------------
 REALNCCL=""
 for d in ${NCCL_REAL_LIB:-} /usr/local/cuda/lib /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
   [ -f "$d/libnccl.so.2" ] && { REALNCCL=$d; break; }
 done
+# The bare run is NCCL's own answers. Where a GPU is present, NCCL 2.27/2.28 end it with a SIGSEGV at
+# the registration on a NULL communicator (docs/NCCL.md §3): the program writes each answer as it
+# comes, so the cases below compare the answers before that call there, and every answer on a CPU
+# machine. The fake NCCL (2.28.9, "a GPU present") crashes the same way: the bare run must still
+# give NCCL's answers before the crash, and ncclguard's run all of them.
+if [ -x "$B/real/main_local" ] && [ -f "$FAKE/libnccl.so.2" ]; then
+  R="$B/real"
+  fb=$(LD_LIBRARY_PATH="$R:$FAKE" FAKE_NCCL_VERSION=22809 timeout 60 "$R/main_local" "$R/libnccluser.so" 2>/dev/null); frc=$?
+  fg=$(LD_LIBRARY_PATH="$R:$FAKE" FAKE_NCCL_VERSION=22809 LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" \
+       timeout 60 "$R/main_local" "$R/libnccluser.so" 2>/dev/null); fgrc=$?
+  fbi=$(echo "$fb" | sed -n 's/.*initrank=\([0-9]*\).*/\1/p'); fgi=$(echo "$fg" | sed -n 's/.*initrank=\([0-9]*\).*/\1/p')
+  [ $frc -ne 0 ] && [ -n "$fbi" ] && [ "$fbi" = "$fgi" ] && [ $fgrc = 0 ] && echo "$fg" | grep -q 'register_null_comm=4' \
+    && pass "bare-run-answers-before-nccl-crash (bare rc=$frc: $fb)" \
+    || fail bare-run-answers-before-nccl-crash "bare rc=$frc '$fb' / with ncclguard rc=$fgrc '$fg'"
+fi
 if [ -x "$B/real/main_local" ] && [ -n "$REALNCCL" ]; then
   R="$B/real"
   bare=$(LD_LIBRARY_PATH="$R:$REALNCCL" timeout 60 "$R/main_local" "$R/libnccluser.so" 2>/dev/null)
@@ -89,7 +132,8 @@ if [ -x "$B/real/main_local" ] && [ -n "$REALNCCL" ]; then
     timeout 60 "$R/main_local" "$R/libnccluser.so" >/dev/null 2>"$T/link.err"
   [ ! -e "$T/target" ] && has "$T/link.err" 'symbolic link is refused' && has "$T/link.err" 'reason=null_comm' \
     && pass log-file-no-symlink || fail log-file-no-symlink "$(cat "$T/link.err")"
-  # NCCLGUARD_DISABLE=1: pure pass-through (the NULL comm reaches NCCL: 2.28.9 on a CPU machine fails in cudaGetDevice first)
+  # NCCLGUARD_DISABLE=1: pure pass-through (the NULL comm reaches NCCL: 2.28.9 on a CPU machine fails in
+  # cudaGetDevice first; with a GPU, 2.27/2.28 crash there, with and without ncclguard alike)
   withg=$(LD_LIBRARY_PATH="$R:$REALNCCL" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_DISABLE=1 NCCLGUARD_LOG=trace \
           timeout 60 "$R/main_local" "$R/libnccluser.so" 2>"$T/dis.log")
   [ "$withg" = "$bare" ] && [ ! -s "$T/dis.log" ] && pass disable-pass-through || fail disable-pass-through "$withg / $bare $(cat "$T/dis.log")"

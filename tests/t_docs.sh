@@ -155,12 +155,26 @@ done
 # --- the user-facing docs speak of the product: no project issue references -------------------
 # "issue 19", "(issue 23)", "issues 11, 12" retell how ncclguard was built; upstream reports keep
 # their repository (NVIDIA/nccl#2331, pytorch#188567, .../issues/2331). The dated records
-# (tests/gpu/results/, tests/mutate/RESULTS.md, tests/bench/RESULTS.md) may keep history.
+# (tests/gpu/results/, tests/mutate/RESULTS.md, tests/bench/RESULTS.md) may keep history; every
+# other Markdown file of the tree is checked (tests/fake/README.md among them).
 issuepat='(?<![A-Za-z0-9_/#.-])issues? [0-9]+'
-hits=$(git grep -nIiP "$issuepat" -- README.md CHANGELOG.md 'docs/*.md' tools/README.md \
-  tools/python/README.md tests/README.md)
+hits=$(git grep -nIiP "$issuepat" -- '*.md' ':!tests/gpu/results/*' ':!tests/mutate/RESULTS.md' \
+  ':!tests/bench/RESULTS.md')
 [ -z "$hits" ] && pass docs-no-issue-refs \
   || fail docs-no-issue-refs "say what changed, not which issue: $(echo "$hits" | head -5 | cut -c1-160 | tr '\n' '|')"
+
+# the mutation check's figures have one source, tests/mutate/RESULTS.md: a doc that gives the number
+# of mutations or the run's time must give that file's (the rows of its result table, its Total)
+res=tests/mutate/RESULTS.md
+nmut=$(awk '/^\| mutation \| suites run/ {t=1; next} t && /^\| [a-z]/ {n++} t && !/^\|/ {t=0} END {print n+0}' "$res")
+tmut=$(sed -n 's/.*Total: \([0-9]* min [0-9]* s\).*/\1/p' "$res" | head -1)
+bad=$(git grep -nIiE '[0-9]+ mutations|mutation[^|]*[0-9]+ min' -- '*.md' ':!tests/gpu/results/*' ":!$res" \
+  ':!tests/bench/RESULTS.md' | while IFS= read -r l; do
+    for n in $(echo "$l" | grep -oiE '[0-9]+ mutations' | grep -oE '^[0-9]+'); do [ "$n" = "$nmut" ] || echo "$l"; done
+    for m in $(echo "$l" | grep -oiE '[0-9]+ min( [0-9]+ s)?' | tr ' ' '_'); do [ "$(echo "$m" | tr '_' ' ')" = "$tmut" ] || echo "$l"; done
+  done | sort -u)
+[ "$nmut" -gt 0 ] && [ -n "$tmut" ] && [ -z "$bad" ] && pass "mutation-figures-sourced ($nmut mutations, $tmut)" \
+  || fail mutation-figures-sourced "$res: $nmut mutations, '$tmut'; differs: $(echo "$bad" | head -3 | cut -c1-160 | tr '\n' '|')"
 printf '%s\n' 'The invariant (issue 19): for' '- Mutation check (issue 23): x' 'Issue 22 (the Python' \
   'issues 11, 12' 'runs each fault of ISSUE 19' >"$T/bad"
 printf '%s\n' 'pytorch#188567 (docs/PYTORCH.md)' '[NVIDIA/nccl#2331](https://github.com/NVIDIA/nccl/issues/2331)' \

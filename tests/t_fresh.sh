@@ -3,7 +3,7 @@
 # /usr/local/cuda and /usr/local/include (where the toolkit's nccl.h and cuda.h are here), a fresh
 # `git clone` of the repository runs `make deps demo`. make deps fetches NCCL's and CUDA's headers
 # from pinned PyPI wheels into .deps/ (tools/deps-headers.sh) and says so in one line; the demo
-# builds quietly (no compiler command line), prints no escape code into a file and no line of 100
+# builds quietly (one line saying what it builds, no compiler command line), prints no escape code into a file and no line of 100
 # characters or more, writes its logs into build/demo-logs and ends with ncclguard-report's output.
 # Plain variant only; needs root, unshare and git; skipped where PyPI is not reachable. The wheels
 # are kept in build/wheels/deps ($NG_WHEEL_CACHE), so a second run downloads nothing.
@@ -58,8 +58,10 @@ else
 fi
 
 # quiet: no compiler command line; no escape code (the output is a file); lines under 100 characters
+# and one line before the quiet build says what it builds
 cmds=$(grep -E '^(cc|gcc|clang|ccache) |(^| )-o [^ ]+\.(so|o)( |$)' "$O" | head -3)
-[ -z "$cmds" ] && pass fresh-clone-demo-quiet || fail fresh-clone-demo-quiet "compiler lines: $cmds"
+[ -z "$cmds" ] && grep -q '^building the library, the tools and the fake NCCL into build/ ' "$O" \
+  && pass fresh-clone-demo-quiet || fail fresh-clone-demo-quiet "compiler lines: $cmds; $(grep -c '^building ' "$O") building line(s)"
 esc=$(printf '\033')
 long=$(awk 'length >= 100' "$O" | head -2 | cut -c1-120)
 if ! grep -q "$esc" "$O" && [ -z "$long" ]; then pass fresh-clone-demo-plain-short-lines

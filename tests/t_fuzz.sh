@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 [ "${NG_VARIANT:-plain}" = plain ] || exit 0
 if ! command -v "${FUZZ_CC:-clang}" >/dev/null 2>&1; then
-  fail fuzz-build "clang not found (make deps installs it)"; exit 0
+  fail fuzz-build "clang not found (make test-deps installs it)"; exit 0
 fi
 FD="$B/fuzz"
 # the fake NCCL's deliberate handle tombstones are not ncclguard's leaks (tests/fuzz/lsan.supp)

@@ -159,7 +159,7 @@ SCEN
   vg --trace-children=no "$PROGS/fork_after" -n 2 --timeout 60 >"$T/vg.out" 2>&1 || { nbad=$((nbad + 1)); why="$why [fork_after: $(grep -m2 '^==[0-9]*== [A-Z]' "$T/vg.out" | tr '\n' ' ')]"; }
   if [ $nbad = 0 ]; then pass "valgrind-memcheck ($nrun programs, 0 errors)"; else fail valgrind-memcheck "$nbad of $nrun:$why"; fi
 else
-  echo "# skip valgrind-memcheck: valgrind not installed (make deps)"
+  echo "# skip valgrind-memcheck: valgrind not installed (make test-deps)"
 fi
 
 # ---- soak: register/deregister and communicator cycles; memory and descriptors stay flat ------

@@ -20,7 +20,7 @@ clean() {
     -u NCCLGUARD_DISABLE -u LD_PRELOAD -u PYTHONPATH -u PYTHONDONTWRITEBYTECODE -u RANK "$@"
 }
 if ! clean "$PY" -m venv "$T/probe" >"$T/probe.log" 2>&1; then
-  echo "# skip package: $PY -m venv does not work (make deps installs python3-venv): $(tail -1 "$T/probe.log")"
+  echo "# skip package: $PY -m venv does not work (make test-deps installs python3-venv): $(tail -1 "$T/probe.log")"
   exit 0
 fi
 
@@ -266,12 +266,27 @@ check_venv() {
   vrun "$v" hook -- ncclguard-run python -c 'import ncclguard_hook, sitecustomize; print(ncclguard_hook._installed, sitecustomize.__file__)'
   vrun "$v" pm -- python -m ncclguard sh -c 'echo "$LD_PRELOAD"'
   vrun "$v" pinfo -- python -m ncclguard
+  vrun "$v" pinfo1 NCCLGUARD=1 -- python -m ncclguard
   if [ "$(cat "$T/penv.std")" = "LD_PRELOAD=$lib
 PYTHONPATH=$site/ncclguard/bin/python" ] && has "$T/hook.std" "^True $site/ncclguard/bin/python/sitecustomize.py$" \
      && [ "$(cat "$T/pm.std")" = "$lib" ] && has "$T/pinfo.std" "^ncclguard $VERSION " && has "$T/pinfo.std" "^library: +$lib$" \
-     && has "$T/pinfo.std" '^here: +not turned on by python -m ncclguard$'; then
+     && has "$T/pinfo.std" '^on here: +no: python -m ncclguard does not turn it on in its own interpreter$' \
+     && has "$T/pinfo1.std" '^on here: +no: ' \
+     && has "$T/pinfo1.std" "^NCCLGUARD: NCCLGUARD=1: every other Python program of this environment starts with ncclguard on \\($site/ncclguard.pth\\)$"; then
     pass "launcher-and-python-m-$k"
-  else fail "launcher-and-python-m-$k" "$(cat "$T/penv.out" "$T/hook.out" "$T/pm.out" "$T/pinfo.out")"; fi
+  else fail "launcher-and-python-m-$k" "$(cat "$T/penv.out" "$T/hook.out" "$T/pm.out" "$T/pinfo.out" "$T/pinfo1.std")"; fi
+
+  # the documentation the tools' --help names is installed (python -m ncclguard --docs), and the
+  # metadata's description has no relative link (the package index could not follow one)
+  vrun "$v" pdocs -- python -m ncclguard --docs
+  d=$(cat "$T/pdocs.std")
+  meta=$(ls -d "$site"/ncclguard-*.dist-info 2>/dev/null | head -1)/METADATA
+  rel=$(sed -n '/^$/,$p' "$meta" 2>/dev/null | grep -oE '\]\([^)[:space:]]+\)' | grep -vE '^\]\((https?:|mailto:|#)' | head -3)
+  if [ "$d" = "$site/ncclguard/docs" ] && [ -f "$d/tools/README.md" ] && [ -f "$d/docs/NCCL.md" ] \
+     && [ -f "$d/docs/DESIGN.md" ] && [ -f "$d/tools/python/README.md" ] && [ -f "$d/README.md" ] \
+     && [ -f "$meta" ] && grep -q 'python -m ncclguard --docs' "$meta" && [ -z "$rel" ]; then
+    pass "docs-installed-$k"
+  else fail "docs-installed-$k" "docs '$d': $(ls "$d" 2>&1 | tr '\n' ' '); metadata $meta; relative links: $rel"; fi
 
   # issue 21: python -m ncclguard --help shows its own options (--library-path), then the launcher's
   vrun "$v" phelp -- python -m ncclguard --help

@@ -344,6 +344,18 @@ if [ $rc -eq 0 ] && echo "$out" | grep -Eq '^OK +env\.ncclguard ' && echo "$out"
    && [ $rc4 -eq 2 ] && [ "$out4" = "$(echo "$out4" | grep '^WARN  env.NCCLGUARD_RETRYS ')" ]; then pass doctor-config-only
 else fail doctor-config-only "rc=$rc/$rc2/$rc3/$rc4 (want 0/2/2/2): $(echo "$out" "$out4" | tr '\n' '|')"; fi
 
+# the doctor's rows wrap at the terminal's width (the fix on a line of its own), and stay one line per
+# check in a pipe (above); a terminal of 80 columns made with script(1), a libcuda that cannot load
+# (a FAIL with a fix on every host)
+if command -v script >/dev/null 2>&1 && script -qec true /dev/null >/dev/null 2>&1; then
+  out=$(clean_env LD_LIBRARY_PATH="$T/empty" DOC="$DOC" script -qec 'stty cols 80 2>/dev/null; "$DOC" --no-python --cuda-lib /nonexistent/libcuda.so.1' /dev/null 2>&1 | tr -d '\r')
+  long=$(echo "$out" | awk 'length > 80' | head -2)
+  if [ -z "$long" ] && echo "$out" | grep -q '^FAIL  cuda\.driver  ' && echo "$out" | grep -Eq '^ {30}fix: ' \
+     && [ "$(echo "$out" | wc -l)" -gt "$(clean_env LD_LIBRARY_PATH="$T/empty" "$DOC" --no-python --cuda-lib /nonexistent/libcuda.so.1 2>&1 | wc -l)" ]; then
+    pass doctor-wraps-at-terminal-width
+  else fail doctor-wraps-at-terminal-width "long: $long; $(echo "$out" | head -4 | tr '\n' '|')"; fi
+else echo "# skip doctor-wraps-at-terminal-width: no script(1) to make a terminal"; fi
+
 # issue 21: an explicit --python that does not exist is an error naming it; a missing option value is said so
 out=$(clean_env LD_LIBRARY_PATH="$T/empty" timeout 60 "$DOC" --python "$T/empty/nopython" 2>&1); rc=$?
 out2=$(clean_env timeout 60 "$DOC" --nccl-lib 2>&1); rc2=$?
@@ -488,14 +500,22 @@ else
   outer=$(cd "$T/outer" && unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE && git init -q . && echo x >f && git add f \
     && git -c user.name=t -c user.email=t@example.com commit -qm outer && git rev-parse --short HEAD)
   (cd "$NG_ROOT" && git ls-files -z | tar --null -T - -cf - 2>/dev/null) | tar -xf - -C "$ex"
-  mkx() { (unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE NG_REVISION; make -C "$ex" -s --no-print-directory BUILD="$T/exb" lib 2>&1); }
-  o1=$(mkx); r1=$?; id1=$(ident_of "$T/exb/libncclguard.so")
+  # the library and the tools that print the identity; the second build (a REVISION added, nothing
+  # else changed) must rebuild every one of them: none keeps the identity of the first
+  mkx() { (unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE NG_REVISION; make -C "$ex" -s --no-print-directory BUILD="$T/exb" \
+           lib "$T/exb/ncclguard-report" "$T/exb/ncclguard-doctor" "$T/exb/ncclguard-run" 2>&1); }
+  tids() { echo "$("$T/exb/ncclguard-report" --version 2>&1)|$("$T/exb/ncclguard-doctor" --version 2>&1)|$("$T/exb/ncclguard-run" --version 2>&1)"; }
+  o1=$(mkx); r1=$?; id1=$(ident_of "$T/exb/libncclguard.so"); t1=$(tids)
   echo 'abc1234' >"$ex/REVISION"
-  o2=$(mkx); r2=$?; id2=$(ident_of "$T/exb/libncclguard.so")
-  want="ncclguard $(cat "$NG_ROOT/VERSION")"
+  o2=$(mkx); r2=$?; id2=$(ident_of "$T/exb/libncclguard.so"); t2=$(tids)
+  v=$(cat "$NG_ROOT/VERSION"); want="ncclguard $v"
   if [ -n "$outer" ] && [ $r1 = 0 ] && [ "$id1" = "$want" ] && [ $r2 = 0 ] && [ "$id2" = "$want (abc1234)" ]; then
     pass "revision-not-from-enclosing-checkout ($id1 / $id2)"
   else fail revision-not-from-enclosing-checkout "outer commit '$outer': rc=$r1 '$id1' (want '$want') / REVISION: rc=$r2 '$id2': $(echo "$o1 $o2" | tail -5 | tr '\n' '|')"; fi
+  if [ "$t1" = "ncclguard-report $v|ncclguard-doctor $v|ncclguard-run $v" ] \
+     && [ "$t2" = "ncclguard-report $v (abc1234)|ncclguard-doctor $v (abc1234)|ncclguard-run $v (abc1234)" ]; then
+    pass tools-rebuilt-on-new-revision
+  else fail tools-rebuilt-on-new-revision "first build: $t1 / after REVISION: $t2 (a tool kept a stale identity)"; fi
 fi
 
 # the report reads nothing it understands: status 2 and one line naming the cause (README)
@@ -513,6 +533,56 @@ out=$(make -C "$NG_ROOT" -s --no-print-directory help PREFIX=/opt/ng 2>&1)
 if ! echo "$out" | grep -q '\$' && echo "$out" | grep -q '^make install  *into /opt/ng: ' && echo "$out" | grep -q '^make uninstall '; then
   pass make-help
 else fail make-help "$(echo "$out" | grep -e install -e '\$' | tr '\n' '|')"; fi
+
+# the paths the tools' --help names (tools/README.md, docs/NCCL.md, ...) are documentation the Python
+# package installs (setup.py's DOCS, into the folder python -m ncclguard --docs prints); the package
+# index's long description has no relative link (the project has no public URL)
+if command -v python3 >/dev/null 2>&1; then
+  helps=$("$B/ncclguard-run" --help 2>&1; "$B/ncclguard-doctor" --help 2>&1; "$B/ncclguard-report" --help 2>&1
+          cd "$T" && PYTHONPATH="$NG_ROOT/python:$NG_ROOT/tools/python" python3 -m ncclguard --help 2>&1)
+  printf '%s\n' "$helps" >"$T/helps.txt"
+  out=$(python3 - "$NG_ROOT" "$T/helps.txt" <<'EOF'
+import ast, fnmatch, os, re, sys
+root = sys.argv[1]
+src = open(os.path.join(root, "setup.py")).read()
+mod = ast.parse(src)
+want = {"DOCS", "DOCS_NOTE", "long_description", "HERE"}
+nodes = [n for n in mod.body if (isinstance(n, ast.FunctionDef) and n.name in want)
+         or (isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") in want)]
+g = {"__file__": os.path.join(root, "setup.py"), "os": os, "re": re}
+exec(compile(ast.Module(body=nodes, type_ignores=[]), "setup.py", "exec"), g)
+named = sorted(set(re.findall(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b", open(sys.argv[2]).read())))
+bad = [p for p in named if not os.path.isfile(os.path.join(root, p))
+       or not any(fnmatch.fnmatch(p, d) for d in g["DOCS"])]
+rel = [t for t in re.findall(r"\]\(([^)\s]+)\)", g["long_description"]())
+       if not re.match(r"[a-z][a-z0-9+.-]*:", t) and not t.startswith("#")]
+print("named=%s" % " ".join(named))
+for p in bad:
+    print("not shipped: %s" % p)
+for t in rel:
+    print("relative link: %s" % t)
+EOF
+)
+  named=$(echo "$out" | sed -n 's/^named=//p'); rest=$(echo "$out" | grep -v '^named=')
+  if [ -n "$named" ] && [ -z "$rest" ] && printf '%s\n' "$helps" | grep -q 'python -m ncclguard --docs'; then
+    pass "help-docs-shipped-with-package ($named)"
+  else fail help-docs-shipped-with-package "$(echo "$out" | head -5 | tr '\n' '|')"; fi
+else echo "# skip help-docs-shipped-with-package: no python3"; fi
+
+# make deps installs what the build and the demo need, a C compiler and uthash, nothing of the tests;
+# make test-deps adds the tests' packages, and CI (.ci/run) installs those; the demo says what it
+# builds before its quiet build (dry runs: nothing is installed or built)
+pk() { make -C "$NG_ROOT" -n --no-print-directory NCCL_INCLUDE="$T" CUDA_INCLUDE="$T" BUILD="$T/nb" "$@" 2>&1 \
+  | sed -n 's/.*for p in \([^;]*\);.*/\1/p' | tr ' ' '\n' | grep . | sort -u | tr '\n' ' '; }
+d=$(pk deps); td=$(pk test-deps)
+demo=$(make -C "$NG_ROOT" -n --no-print-directory BUILD="$T/nb" demo 2>&1 | head -3)
+if [ "$d" = "build-essential uthash-dev " ] \
+   && (for p in build-essential uthash-dev valgrind clang python3-venv python3-pip patchelf chromium; do
+         case " $td" in *" $p "*) ;; *) exit 1 ;; esac; done) \
+   && grep -q '^make test-deps' "$NG_ROOT/.ci/run" && ! grep -q '^make deps' "$NG_ROOT/.ci/run" \
+   && echo "$demo" | head -1 | grep -q '^echo "building the library, the tools and the fake NCCL into '; then
+  pass "make-deps-build-only (deps: $d; test-deps: $td)"
+else fail make-deps-build-only "deps: '$d' / test-deps: '$td' / demo starts: $(echo "$demo" | head -1)"; fi
 
 # uninstall removes exactly what install wrote: the files, then the directories install created
 # (installing twice changes nothing); a tree with files and directories of its own keeps them. Once

@@ -118,7 +118,7 @@ done
 # Headless Chromium at 1400x900 px, a screenshot: the rank that never reaches seq 37 is a column of the
 # missing colour (#212121) over the 13 rows it misses (not averaged away by a down-scaled canvas), and
 # the divergent bar left of those rows is several pixels wide (not a hairline); hovering that column
-# names its ranks, rank 1234 and "missing". Chromium from Debian's chromium package (not in make deps:
+# names its ranks, rank 1234 and "missing". Chromium from Debian's chromium package (make test-deps, where packaged:
 # the case skips without it).
 CHROME=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
 if [ -z "$CHROME" ]; then
@@ -136,13 +136,15 @@ else
   out=$("$PY" "$H/png_columns.py" "$T/grid.png" 212121 d500f9 2>&1)
   miss=$(echo "$out" | sed -n 's/^212121 best=[0-9]*:\([0-9]*\) .*/\1/p')
   bar=$(echo "$out" | sed -n 's/^d500f9 .* wide=\([0-9]*\)$/\1/p')
-  # the hover: a copy of the page with a script that moves the mouse over the first missing-coloured pixel
+  # the hover: a copy of the page with a script that moves the mouse over the first missing-coloured
+  # pixel, one pixel into its column (the canvas may sit at a fractional page position, and a mouse
+  # event's position is whole pixels)
   cp "$T/grid.html" "$T/hover.html"
   cat >>"$T/hover.html" <<'JS'
 <script>
 (function(){var cv=document.querySelector('canvas'),p=cv.getContext('2d').getImageData(0,0,cv.width,cv.height).data,res='none';
 for(var i=0;i<p.length;i+=4)if(p[i]===33&&p[i+1]===33&&p[i+2]===33){var cx=(i/4)%cv.width,cy=Math.floor(i/4/cv.width),b=cv.getBoundingClientRect();
-cv.dispatchEvent(new MouseEvent('mousemove',{clientX:b.left+cv.clientLeft+cx+0.5,clientY:b.top+cv.clientTop+cy+0.5,bubbles:true}));
+cv.dispatchEvent(new MouseEvent('mousemove',{clientX:b.left+cv.clientLeft+cx+1.5,clientY:b.top+cv.clientTop+cy+0.5,bubbles:true}));
 res=document.getElementById('tip').textContent;break;}
 var e=document.createElement('pre');e.id='hovertest';e.textContent=res;document.body.appendChild(e);})();
 </script>
@@ -155,3 +157,69 @@ JS
     pass "report-html-4096-screenshot (missing column ${miss} px high, divergent bar ${bar} px wide; hover: $tipt)"
   else fail report-html-4096-screenshot "missing column ${miss:-?} px (want >= 60), divergent bar ${bar:-?} px (want >= 6), hover '$tipt': $out $(tail -2 "$T/chrome.log" | tr '\n' '|')"; fi
 fi
+
+# ---------------------------------------------------------------- the report's words
+# A job as the demo's: a registration on a NULL communicator (the log's rank -1) and one communicator
+# of 4 ranks whose one window is degraded on every rank.
+W="$T/words"; mkdir -p "$W"
+printf '%s\n' 'vm:100:100 [-1] NCCLGUARD WARN fn=ncclCommWindowRegister comm=0x0 buff=0x7f0000000000 size=2097152 flags=1 win=0x0 seq=-1 result=ncclInvalidArgument us=7.8 decision=error reason=null_comm msg="the communicator does not exist yet (PyTorch creates it lazily at the first collective). Fix: init_process_group(..., device_id=torch.device(\x27cuda\x27, local_rank)), or run one collective (e.g. dist.barrier(group)) on the group before symmetric-memory rendezvous; ncclguard-run\x27s Python hook does the latter for you"' >"$W/null.log"
+for r in 0 1 2 3; do
+  printf 'vm:20%d:20%d [%d] NCCLGUARD INFO fn=ncclCommInitRank comm=0x1 cid=00000000000000aa rank=%d nranks=4 result=ncclSuccess us=1.0 decision=pass reason=ok\n' $r $r $r $r
+  printf 'vm:20%d:20%d [%d] NCCLGUARD WARN fn=ncclCommWindowRegister comm=0x1 cid=00000000000000aa rank=%d nranks=4 seq=0 result=ncclSuccess us=5.0 decision=degrade reason=not_vmm msg="the buffer is not a CUDA VMM allocation (e.g. cudaMalloc) and this communicator takes NCCL\x27s symmetric path, which fails on such a buffer on this rank alone (its peers would wait). Fix: allocate it with ncclMemAlloc (PyTorch: the symmetric-memory or NCCL mem-pool allocator). Every rank uses this buffer unregistered"\n' $r $r $r $r
+done >"$W/comm.log"
+out=$("$REP" "$W" 2>&1); js=$("$REP" --json "$W" 2>&1)
+# rank -1 said in words; the summary counts the NULL-communicator registration; no diagnosis repeats the message
+if echo "$out" | grep -q '^ncclguard-report: 2 files, .* 1 communicator, 1 window, 1 registration on a NULL communicator, 0 divergent, 0 stuck, 1 error line$' \
+   && echo "$out" | grep -q '^first error: a registration on a NULL communicator, which has no rank ("rank -1" in the log; host vm, pid 100)$' \
+   && echo "$out" | grep -q '^no communicator (a NULL one)  1 registration, without a rank' \
+   && ! echo "$out" | grep -q 'diagnosis:' && echo "$js" | grep -q '"null_comm_registrations":1,'; then
+  pass report-words-null-comm
+else fail report-words-null-comm "$(echo "$out" | head -12 | tr '\n' '|')"; fi
+# a message that is NCCL's own text still gets the diagnosis
+sed 's/decision=error reason=null_comm msg="[^"]*"/decision=error reason=nccl_error msg="Cuda failure 1"/' "$W/null.log" >"$T/nccl.log"
+out2=$("$REP" "$T/nccl.log" 2>&1)
+echo "$out2" | grep -q '^  diagnosis: ' && pass report-diagnosis-when-new || fail report-diagnosis-when-new "$out2"
+# every term the report prints is defined once in --help and in tools/README.md
+help=$("$REP" --help 2>&1); bad=""
+for term in 'rank -1' stuck missing divergent; do
+  [ "$(echo "$help" | grep -c "^  $term  ")" = 1 ] || bad="$bad help:$term"
+  grep -q "^| \`$term\` |" "$NG_ROOT/tools/README.md" || bad="$bad README:$term"
+done
+[ -z "$bad" ] && pass report-terms-defined || fail report-terms-defined "not defined once:$bad"
+
+# the page: plurals, the alarm colour only for problems, the first error and every reason written out,
+# host names and messages escaped (a log is input: markup in them must not become the page's)
+"$REP" --html "$T/words.html" "$W" >/dev/null 2>&1
+hdr=$(sed -n '/<h1>/,/<\/p>/p' "$T/words.html")
+if echo "$hdr" | grep -q '2 files, ' && echo "$hdr" | grep -q ' 1 registration (windows)' && ! echo "$hdr" | grep -q '1 registrations\|1 ranks\|1 files' \
+   && echo "$hdr" | grep -q ', 0 divergent, 0 stuck, ' && ! echo "$hdr" | grep -q 'class="div">0 ' \
+   && grep -q '<pre class="first">first error: a registration on a NULL communicator' "$T/words.html" \
+   && grep -q '<li><b>not_vmm</b>: degrade, 4 lines &mdash; the buffer is not a CUDA VMM' "$T/words.html" \
+   && grep -q '<li><b>null_comm</b>: error, 1 line' "$T/words.html" && grep -q "function pl(k,w)" "$T/words.html"; then
+  pass report-html-words
+else fail report-html-words "$(echo "$hdr" | head -3 | cut -c1-300)"; fi
+mkdir -p "$T/markup"
+printf '{"ts":1.0,"host":"<script>document.title=\047pwned\047</script>n0","pid":7,"tid":7,"dev":-1,"level":"WARN","fn":"ncclCommWindowRegister","comm":"0x0","seq":-1,"result":"ncclInvalidArgument","us":1.0,"decision":"error","reason":"null_comm","msg":"<img src=x onerror=\047document.title=1\047><b>bold</b>"}\n' >"$T/markup/m.jsonl"
+"$REP" --html "$T/markup.html" "$T/markup" >/dev/null 2>&1
+if [ -s "$T/markup.html" ] && ! grep -q '<script>document.title\|<img src=x\|<b>bold' "$T/markup.html" \
+   && grep -q "&lt;script&gt;document.title='pwned'&lt;/script&gt;n0" "$T/markup.html" && grep -q '&lt;img src=x' "$T/markup.html"; then
+  pass report-html-escapes-log-input
+else fail report-html-escapes-log-input "$(grep -o '.\{0,40\}pwned.\{0,40\}\|.\{0,20\}img src.\{0,40\}' "$T/markup.html" | head -3 | tr '\n' '|')"; fi
+
+# drawn by a browser: the rank and row labels of the 4-rank grid, the first error, and a page whose
+# log input ran no script (its title unchanged)
+if [ -n "$CHROME" ]; then
+  dom=$(HOME="$T" timeout -k 5 120 "$CHROME" --headless --disable-gpu --no-sandbox --user-data-dir="$T/chrome2" \
+        --window-size=1000,800 --dump-dom "file://$T/words.html" 2>>"$T/chrome.log")
+  dom2=$(HOME="$T" timeout -k 5 120 "$CHROME" --headless --disable-gpu --no-sandbox --user-data-dir="$T/chrome3" \
+         --window-size=1000,800 --dump-dom "file://$T/markup.html" 2>>"$T/chrome.log")
+  ranks=$(echo "$dom" | grep -o '<div class="ranks"[^>]*>.*</div><canvas' | grep -o '>[0-9]*</span>' | tr -d '<>/span' | tr '\n' ' ')
+  if [ -z "$dom" ]; then echo "# skip report-html-labels-drawn: $CHROME dumped no page: $(tail -1 "$T/chrome.log")"
+  elif [ "$ranks" = "0 1 2 3 " ] && echo "$dom" | grep -q '<div class="rows"[^>]*><span[^>]*>seq 0</span>' \
+     && echo "$dom" | grep -q 'columns: ranks 0-3, left to right; rows: registration seq 0, top to bottom' \
+     && echo "$dom" | grep -q 'comm 00000000000000aa — 4 ranks x 1 registration, 0 divergent' \
+     && echo "$dom" | grep -q '<pre class="first">first error: a registration on a NULL communicator' \
+     && echo "$dom2" | grep -q '<title>ncclguard-report: outcome grid</title>' && ! echo "$dom2" | grep -q 'pwned</title>'; then
+    pass "report-html-labels-drawn (ranks: $ranks)"
+  else fail report-html-labels-drawn "ranks '$ranks'; $(echo "$dom" | grep -o '<h2>[^<]*</h2>\|columns: [^<]*' | head -3 | tr '\n' '|')"; fi
+else echo "# skip report-html-labels-drawn: no chromium"; fi

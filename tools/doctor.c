@@ -23,6 +23,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/types.h>
@@ -74,9 +75,10 @@ static const char *usage_text =
     "WORLD_SIZE/LOCAL_RANK, port reachable), NCCLGUARD_* variables, ncclguard itself,\n"
     "and PyTorch (version, the NCCL it loads, advice for its lazy communicators).\n"
     "\n"
-    "Output: one line per check, 'OK|WARN|FAIL|INFO  check  detail  [fix: ...]'. INFO lines name\n"
-    "the known window-registration bugs of the NCCL found (docs/NCCL.md section 10) and what\n"
-    "ncclguard does about each; they never change the exit status. Where ncclguard is on\n"
+    "Output: one line per check, 'OK|WARN|FAIL|INFO  check  detail  [fix: ...]' (at a terminal:\n"
+    "wrapped at its width, the fix on a line of its own). INFO lines name the known\n"
+    "window-registration bugs of the NCCL found (docs/NCCL.md section 10) and what ncclguard\n"
+    "does about each; they never change the exit status. Where ncclguard is on\n"
     "(libncclguard.so in LD_PRELOAD, as under ncclguard-run, or NCCLGUARD=1 for the Python\n"
     "package), a problem it answers (a NULL communicator, registration under graph capture)\n"
     "is OK, 'guarded', not a WARN: ncclguard-run ncclguard-doctor -q --strict shows what is left.\n"
@@ -112,7 +114,10 @@ static const char *usage_text =
     "Exit status: 0 no FAIL (WARN allowed unless --strict); 1 some FAIL of the host (driver,\n"
     "GPUs, NCCL, launcher, Python); 2 a usage error, or the configuration is not valid (a FAIL\n"
     "of an env.* check: an NCCLGUARD_* value not valid, an NCCL variable that switches windows\n"
-    "off; with --strict also a WARN of one), whatever the host.\n";
+    "off; with --strict also a WARN of one), whatever the host.\n"
+    "\n"
+    "Documentation: tools/README.md and docs/ of the source tree; installed with pip, the same\n"
+    "paths under the folder that python -m ncclguard --docs prints.\n";
 
 /* ---- output ---- */
 
@@ -140,6 +145,41 @@ static void json_str(FILE *f, const char *s) {
     }
   }
   fputc('"', f);
+}
+
+/* The terminal's width when standard output is one (at least 60 columns counted), else 0: rows are
+ * wrapped only for a reader, never in a pipe or a file. */
+static int term_width(void) {
+  static int w = -1;
+  if (w < 0) {
+    struct winsize ws;
+    w = isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? (ws.ws_col < 60 ? 60 : ws.ws_col) : 0;
+  }
+  return w;
+}
+
+/* text from column `indent` (the cursor is there), broken at blanks before column `width`, each
+ * further line indented to `indent`; ends with a newline */
+static void put_wrapped(const char *text, int indent, int width) {
+  int room = width - indent - 1 > 20 ? width - indent - 1 : 20;
+  const char *p = text;
+  while (*p) {
+    int n = (int)strlen(p);
+    if (n > room) {
+      int cut = room;
+      while (cut > 0 && p[cut] != ' ') cut--;
+      if (cut == 0) { /* one long word: cut at the next blank */
+        cut = room;
+        while (p[cut] && p[cut] != ' ') cut++;
+      }
+      n = cut;
+    }
+    printf("%.*s\n", n, p);
+    p += n;
+    while (*p == ' ') p++;
+    if (*p) printf("%*s", indent, "");
+  }
+  if (!*text) putchar('\n');
 }
 
 /* report(status, check, fix or NULL, detail format, ...) */
@@ -172,9 +212,24 @@ __attribute__((format(printf, 4, 5))) static void report(int st, const char *che
     else fputs("null", stdout);
     fputs("}\n", stdout);
   } else {
-    printf("%-4s  %-22s  %s", status_name[st], check, detail);
-    if (fix) printf("  fix: %s", fix);
-    putchar('\n');
+    char head[64];
+    snprintf(head, sizeof head, "%-4s  %-22s  ", status_name[st], check);
+    int width = term_width();
+    if (!width) { /* not a terminal: one line per check, for grep and scripts */
+      printf("%s%s", head, detail);
+      if (fix) printf("  fix: %s", fix);
+      putchar('\n');
+    } else { /* a terminal: wrapped at its width, the fix on a line of its own */
+      int indent = (int)strlen(head);
+      fputs(head, stdout);
+      put_wrapped(detail, indent, width);
+      if (fix) {
+        printf("%*s", indent, "");
+        char f2[4200];
+        snprintf(f2, sizeof f2, "fix: %s", fix);
+        put_wrapped(f2, indent, width);
+      }
+    }
   }
   fflush(stdout);
 }

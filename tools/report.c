@@ -48,8 +48,25 @@ static const char *usage_text =
     "  --version      the version of ncclguard\n"
     "  -h, --help     this text\n"
     "\n"
+    "Terms:\n"
+    "  window         one registration (ncclCommWindowRegister) of a communicator (cid), numbered\n"
+    "                 seq 0, 1, ... in the order every rank makes them\n"
+    "  register, degrade, error, pass  a rank's outcome: registered; the buffer used unregistered\n"
+    "                 on every rank (*win = NULL); an error returned; handed to NCCL unchanged\n"
+    "  stuck          the rank logged the start of that registration but no outcome: blocked in\n"
+    "                 NCCL or in the agreement, or killed\n"
+    "  missing        the rank logged nothing for that registration: it never got there (an earlier\n"
+    "                 failure, a crash, still computing); its peers wait for it\n"
+    "  divergent      a window whose ranks do not all have the same outcome (stuck and missing\n"
+    "                 included): the signature of a hang; a stuck window: every rank stuck\n"
+    "  rank -1        a line without a rank: a registration on a NULL communicator (PyTorch's lazy\n"
+    "                 communicator), counted apart from the communicators\n"
+    "\n"
     "Exit status: 0 nothing divergent and no error, 1 divergent windows or errors,\n"
-    "2 usage error, unreadable input, or no log in it (a directory without *.log or *.jsonl).\n";
+    "2 usage error, unreadable input, or no log in it (a directory without *.log or *.jsonl).\n"
+    "\n"
+    "Documentation: tools/README.md and docs/ of the source tree; installed with pip, the same\n"
+    "paths under the folder that python -m ncclguard --docs prints.\n";
 
 /* ---- decisions ---- */
 
@@ -845,6 +862,31 @@ static int write_trace(const char *path) {
 
 static int newer_schema;
 
+/* registrations on a NULL communicator (no cid, no rank: "rank -1" in the log): outcome lines */
+static long n_null_comm;
+
+/* the reasons of the degrade and error outcomes, by reason and decision, with how many lines */
+#define MAX_REASONS 32
+typedef struct {
+  char reason[48], decision[24];
+  long n;
+} reason_seen;
+static reason_seen rseen[MAX_REASONS];
+static int n_rseen;
+
+static void count_reason(const event *e) {
+  char r[48], d[24];
+  copy_slice(r, sizeof r, e->reason);
+  copy_slice(d, sizeof d, e->decision);
+  if (!r[0]) snprintf(r, sizeof r, "-");
+  for (int i = 0; i < n_rseen; i++)
+    if (!strcmp(rseen[i].reason, r) && !strcmp(rseen[i].decision, d)) { rseen[i].n++; return; }
+  if (n_rseen == MAX_REASONS) return;
+  snprintf(rseen[n_rseen].reason, sizeof rseen[0].reason, "%s", r);
+  snprintf(rseen[n_rseen].decision, sizeof rseen[0].decision, "%s", d);
+  rseen[n_rseen++].n = 1;
+}
+
 static void feed(const event *e, const char *file, int file_idx, long line) {
   n_events++;
   if (e->schema > NG_LOG_SCHEMA && seq_eq(e->fn, "log") && !newer_schema++)
@@ -860,8 +902,13 @@ static void feed(const event *e, const char *file, int file_idx, long line) {
     consider(&fdegrade, e, file, file_idx, line);
   }
   if (seq_eq(e->decision, "internal")) return; /* NCCL's own call */
+  int outcome = decision_of(e->decision);
+  if ((outcome == D_DEGRADE || outcome == D_ERROR) && is_window_fn(e->fn)) count_reason(e);
   uint64_t cid;
-  if (e->cid.n == 0 || !slice_hex(e->cid, &cid) || cid == 0) return; /* cid 0: no communicator (NULL comm) */
+  if (e->cid.n == 0 || !slice_hex(e->cid, &cid) || cid == 0) { /* cid 0: no communicator (NULL comm) */
+    if (outcome != D_NONE && is_window_fn(e->fn)) n_null_comm++;
+    return;
+  }
   if (seq_eq(e->fn, "summary")) return;
   comm *c = get_comm(cid);
   if (e->nranks > 0 && e->nranks <= MAX_RANK && e->nranks > c->nranks) c->nranks = (int)e->nranks;
@@ -1144,19 +1191,49 @@ static void decision_lists(const wsum *s, char *out, size_t max, const char *sep
   }
 }
 
-static void print_first(const char *title, const first_error *f) {
-  printf("\n%s: rank %ld (host %s, pid %ld)", title, f->rank, f->host[0] ? f->host : "?", f->pid);
-  if (f->cid[0]) printf(" comm %s", f->cid);
-  if (f->seq >= 0) printf(" seq %lld", (long long)f->seq);
-  printf("\n  fn=%s result=%s decision=%s reason=%s", f->fn[0] ? f->fn : "-", f->result[0] ? f->result : "-",
+/* whether the advice `diag` already stands in `msg` (the library's message is built from the same
+ * table): then it is not printed twice */
+static int said_in(const char *msg, const char *diag) {
+  char head[48];
+  snprintf(head, sizeof head, "%s", diag);
+  return msg[0] && strstr(msg, head) != NULL;
+}
+
+/* The first error (or degraded window) as text lines into out: who (a rank, or the NULL
+ * communicator, which has none: "rank -1" in the log), what, the message, where, and the
+ * diagnosis when the message does not already say it. */
+static void first_text(char *out, size_t n, const char *title, const first_error *f) {
+  size_t o = 0;
+#define FT_ADD(...)                                                                        \
+  do {                                                                                     \
+    if (o < n) o += (size_t)snprintf(out + o, n - o, __VA_ARGS__);                         \
+  } while (0)
+  const char *host = f->host[0] ? f->host : "?";
+  if (f->rank >= 0) FT_ADD("%s: rank %ld (host %s, pid %ld)", title, f->rank, host, f->pid);
+  else if (!strcmp(f->reason, "null_comm") || (!f->cid[0] && strstr(f->fn, "WindowRegister")))
+    FT_ADD("%s: a registration on a NULL communicator, which has no rank (\"rank -1\" in the log; host %s, pid %ld)",
+           title, host, f->pid);
+  else FT_ADD("%s: no rank known yet (\"rank -1\" in the log; host %s, pid %ld)", title, host, f->pid);
+  if (f->cid[0]) FT_ADD(" comm %s", f->cid);
+  if (f->seq >= 0) FT_ADD(" seq %lld", (long long)f->seq);
+  FT_ADD("\n  fn=%s result=%s decision=%s reason=%s", f->fn[0] ? f->fn : "-", f->result[0] ? f->result : "-",
          f->decision[0] ? f->decision : "-", f->reason[0] ? f->reason : "-");
-  if (f->bad_rank >= 0) printf(" bad_rank=%ld", f->bad_rank);
-  printf("\n  msg: %s\n  at: %s:%ld\n  diagnosis: %s\n", f->msg[0] ? f->msg : "-", f->file, f->line, diagnosis(f->reason, f->result));
+  if (f->bad_rank >= 0) FT_ADD(" bad_rank=%ld", f->bad_rank);
+  const char *diag = diagnosis(f->reason, f->result);
+  FT_ADD("\n  msg: %s\n  at: %s:%ld\n", f->msg[0] ? f->msg : "-", f->file, f->line);
+  if (!said_in(f->msg, diag)) FT_ADD("  diagnosis: %s\n", diag);
   if (f->bad_rank >= 0 && f->bad_rank != f->rank)
-    printf("  the check failed on rank %ld first: read that rank's log\n", f->bad_rank);
+    FT_ADD("  the check failed on rank %ld first: read that rank's log\n", f->bad_rank);
   int row = reason_row(f->reason);
   if (row >= 0 && (!strcmp(reasons[row].name, "timeout") || !strcmp(reasons[row].name, "out_of_step")))
-    printf("  some rank never reached this registration: the divergent windows above name it\n");
+    FT_ADD("  some rank never reached this registration: the divergent windows above name it\n");
+#undef FT_ADD
+}
+
+static void print_first(const char *title, const first_error *f) {
+  static char b[16384];
+  first_text(b, sizeof b, title, f);
+  printf("\n%s", b);
 }
 
 static void json_first(const first_error *f) {
@@ -1193,7 +1270,10 @@ static const char *html_head =
     "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>ncclguard-report: outcome grid</title>\n"
     "<style>\nbody{font:14px/1.4 system-ui,sans-serif;margin:1.2em;color:#222}h1{font-size:1.3em}h2{font-size:1.05em;margin-top:1.6em}\n"
     ".legend span{display:inline-block;margin-right:1.2em}.sw{display:inline-block;width:1em;height:1em;vertical-align:-0.15em;margin-right:.3em;border:1px solid #888}\n"
-    ".grid{display:flex;align-items:flex-start}.rows{font:11px monospace;text-align:right;padding-right:4px}\n"
+    ".grid{display:flex;align-items:flex-start}.rows{font:11px/12px monospace;text-align:right;position:relative;width:64px;flex:none}\n"
+    ".rows span{position:absolute;right:4px;white-space:nowrap}.ranks{position:relative;height:16px;font:11px/14px monospace}\n"
+    ".ranks span{position:absolute;top:0;white-space:nowrap}.axes{color:#555;margin:.2em 0}.first{background:#fff3f3;border-left:4px solid #c62828;padding:.4em .8em}\n"
+    ".degr{background:#fffbea;border-left:4px solid #f9a825;padding:.4em .8em}\n"
     "canvas{image-rendering:pixelated;border:1px solid #bbb}#tip{position:fixed;background:#fff;border:1px solid #888;"
     "padding:2px 6px;font:12px monospace;pointer-events:none;display:none}.div{color:#d500f9;font-weight:bold}pre{white-space:pre-wrap}\n"
     "</style></head><body>\n";
@@ -1210,20 +1290,32 @@ static const char *html_script =
     "var out=document.getElementById('grids'),G=12,MINW=3;\n"
     "function cell(w,r){return w.cells[r]||'M';}\n"
     "function rr(a,b){return a===b?'rank '+a:'ranks '+a+'-'+b;}\n"
+    "function pl(k,w){return k+' '+w+(k===1?'':'s');}\n"
     "function draw(){\n"
     " out.textContent='';var avail=Math.max(200,out.clientWidth-4);\n"
     " d.comms.forEach(function(c){\n"
     "  var n=Math.max(1,c.ranks),W=c.windows.length,cols=Math.min(n,Math.floor((avail-G)/MINW)),B=Math.ceil(n/cols);cols=Math.ceil(n/B);\n"
     "  var cw=Math.max(MINW,Math.min(24,Math.floor((avail-G)/cols))),ch=Math.max(3,Math.min(14,Math.floor(Math.max(300,window.innerHeight-250)/Math.max(W,1))));\n"
-    "  var h=document.createElement('h2');h.textContent='comm '+c.cid+' \\u2014 '+c.ranks+' ranks x '+W+' registrations, '+c.divergent+' divergent';out.appendChild(h);\n"
+    "  var h=document.createElement('h2');h.textContent='comm '+c.cid+' \\u2014 '+pl(c.ranks,'rank')+' x '+pl(W,'registration')+', '+c.divergent+' divergent';out.appendChild(h);\n"
+    "  var cap=document.createElement('p');cap.className='axes';cap.textContent='columns: '+(n>1?'ranks 0-'+(n-1):'rank 0')+', left to right; rows: '"
+    "+(W>1?'registrations seq '+c.windows[0].seq+'-'+c.windows[W-1].seq:W?'registration seq '+c.windows[0].seq:'none')+', top to bottom';out.appendChild(cap);\n"
     "  if(B>1){var p=document.createElement('p');p.textContent='Each column is a block of '+B+' ranks, coloured by the worst outcome among them '"
     "+'(missing > stuck > error > degrade > pass > register); hover it for its ranks.';out.appendChild(p);}\n"
-    "  var cv=document.createElement('canvas');cv.width=G+cols*cw;cv.height=Math.max(1,W*ch);cv.style.width=cv.width+'px';cv.style.height=cv.height+'px';out.appendChild(cv);\n"
+    "  var cv=document.createElement('canvas');cv.width=G+cols*cw;cv.height=Math.max(1,W*ch);cv.style.width=cv.width+'px';cv.style.height=cv.height+'px';\n"
+    "  var box=document.createElement('div'),rows=document.createElement('div'),right=document.createElement('div'),ax=document.createElement('div');\n"
+    "  box.className='grid';rows.className='rows';ax.className='ranks';rows.style.height=cv.height+'px';rows.style.marginTop='16px';ax.style.width=cv.width+'px';\n"
+    "  var lw=String(n-1).length*7+8,T=Math.max(1,Math.min(cols,Math.floor(cols*cw/(B===1?lw:lw*1.5)))),t,jj,lab,x0,last,lastx=G+cols*cw-lw;\n"
+    "  for(t=0;t<T;t++){jj=T>1?Math.round(t*(cols-1)/(T-1)):0;last=T>1&&t===T-1;\n"
+    "   x0=B===1?G+jj*cw+cw/2-lw/2:last?lastx:G+jj*cw;if(B>1&&!last&&T>1&&x0>lastx-lw)continue;\n"
+    "   lab=document.createElement('span');lab.textContent=String(B===1?jj:last?n-1:jj*B);lab.style.left=x0+'px';lab.style.width=lw+'px';\n"
+    "   lab.style.textAlign=B===1?'center':last?'right':'left';ax.appendChild(lab);}\n"
+    "  var step=Math.max(1,Math.ceil(12/ch));for(t=0;t<W;t+=step){lab=document.createElement('span');lab.textContent='seq '+c.windows[t].seq;lab.style.top=(t*ch+Math.max(0,(ch-12)/2))+'px';rows.appendChild(lab);}\n"
+    "  right.appendChild(ax);right.appendChild(cv);box.appendChild(rows);box.appendChild(right);out.appendChild(box);\n"
     "  var x=cv.getContext('2d'),majs=[];\n"
     "  c.windows.forEach(function(w,i){\n"
     "   var cnt={},maj=null,k,r,j;for(r=0;r<n;r++){k=cell(w,r);cnt[k]=(cnt[k]||0)+1;if(maj===null||cnt[k]>cnt[maj])maj=k;}majs.push(maj);\n"
     "   for(j=0;j<cols;j++){var worst=null,odd=false;for(r=j*B;r<Math.min(n,(j+1)*B);r++){k=cell(w,r);if(worst===null||sev[k]>sev[worst])worst=k;if(k!==maj)odd=true;}\n"
-    "    x.fillStyle=col[worst];x.fillRect(G+j*cw,i*ch,cw,ch);\n"
+    "    x.fillStyle=col[worst];x.fillRect(G+j*cw,i*ch,cw-(cw>=6?1:0),ch);\n"
     "    if(odd&&w.status!=='ok'){x.fillStyle='#d500f9';x.fillRect(G+j*cw,i*ch,cw,Math.max(1,Math.floor(ch/4)));}}\n"
     "   if(w.status!=='ok'){x.fillStyle='#d500f9';x.fillRect(0,i*ch,G-3,ch);}\n"
     "  });\n"
@@ -1257,15 +1349,64 @@ static int write_html(const char *path, const wsum *ws, int nw, comm **corder, i
   FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
   if (!f) { fprintf(stderr, "ncclguard-report: --html %s: %s\n", path, strerror(errno)); return 2; }
   fputs(html_head, f);
-  fprintf(f, "<h1>ncclguard-report: outcome grid</h1>\n<p>%ld file%s, %ld lines, %d communicator%s, %d registration%s "
-             "(windows), <span class=\"div\">%d divergent</span>, %d stuck, %ld error line%s. One row per registration "
+  fprintf(f, "<h1>ncclguard-report: outcome grid</h1>\n<p>%ld file%s, %ld line%s, %d communicator%s, %d registration%s "
+             "(windows)", n_files, n_files == 1 ? "" : "s", n_lines, n_lines == 1 ? "" : "s", n_comms,
+          n_comms == 1 ? "" : "s", nw, nw == 1 ? "" : "s");
+  if (n_null_comm)
+    fprintf(f, ", %ld registration%s on a NULL communicator (no rank: &quot;rank -1&quot; in the log)", n_null_comm,
+            n_null_comm == 1 ? "" : "s");
+  /* the alarm colour for problems only */
+  fprintf(f, ", %s%d divergent%s, %s%d stuck%s, %s%ld error line%s%s. One row per registration "
              "(communicator, <code>seq</code>), one column per rank, or per block of ranks coloured by the worst "
              "outcome among them where the job has more ranks than the page has pixel columns; hover a cell for "
              "its ranks and decisions.</p>\n",
-          n_files, n_files == 1 ? "" : "s", n_lines, n_comms, n_comms == 1 ? "" : "s", nw, nw == 1 ? "" : "s", n_div,
-          n_stuck, n_error_lines, n_error_lines == 1 ? "" : "s");
+          n_div ? "<span class=\"div\">" : "", n_div, n_div ? "</span>" : "", n_stuck ? "<span class=\"div\">" : "", n_stuck,
+          n_stuck ? "</span>" : "", n_error_lines ? "<span class=\"div\">" : "", n_error_lines, n_error_lines == 1 ? "" : "s",
+          n_error_lines ? "</span>" : "");
+  /* the first error, the first degraded window and every reason, in words (escaped: a log is input) */
+  static char txt[16384];
+  if (ferr.set) {
+    first_text(txt, sizeof txt, "first error", &ferr);
+    fputs("<pre class=\"first\">", f);
+    html_esc(f, txt);
+    fputs("</pre>\n", f);
+  } else fputs("<p>No errors.</p>\n", f);
+  if (fdegrade.set) {
+    first_text(txt, sizeof txt, "first degraded window (not an error: the buffer is used unregistered)", &fdegrade);
+    fputs("<pre class=\"degr\">", f);
+    html_esc(f, txt);
+    fputs("</pre>\n", f);
+  }
+  if (n_rseen) {
+    fputs("<h2>reasons</h2>\n<ul class=\"reasons\">", f);
+    for (int i = 0; i < n_rseen; i++) {
+      int row = reason_row(rseen[i].reason);
+      fputs("<li><b>", f);
+      html_esc(f, rseen[i].reason);
+      fputs("</b>: ", f);
+      html_esc(f, rseen[i].decision);
+      fprintf(f, ", %ld line%s", rseen[i].n, rseen[i].n == 1 ? "" : "s");
+      int base_seen = 0; /* "peer_X": X on another rank; its advice stands once, under X */
+      for (int j = 0; j < n_rseen && !strncmp(rseen[i].reason, "peer_", 5); j++)
+        base_seen |= !strcmp(rseen[j].reason, rseen[i].reason + 5);
+      if (base_seen) {
+        fputs(" &mdash; another rank's ", f);
+        html_esc(f, rseen[i].reason + 5);
+        fputs(", above", f);
+      } else if (row > 0 && reasons[row].advice[0]) {
+        fputs(" &mdash; ", f);
+        html_esc(f, reasons[row].advice);
+      }
+      fputs("</li>\n", f);
+    }
+    fputs("</ul>\n", f);
+  }
   fputs("<p class=\"legend\">", f);
-  for (int k = 1; k < D_N; k++) fprintf(f, "<span><i class=\"sw\" style=\"background:%s\"></i>%s</span>", dcolor[k], dname[k]);
+  static const char *dmeaning[D_N] = {"", "", " (the buffer used unregistered)", "", " (handed to NCCL unchanged)",
+                                       " (started, no outcome logged: blocked or killed)",
+                                       " (no line at all: never got there)"};
+  for (int k = 1; k < D_N; k++)
+    fprintf(f, "<span><i class=\"sw\" style=\"background:%s\"></i>%s%s</span>", dcolor[k], dname[k], dmeaning[k]);
   fputs("<span><i class=\"sw\" style=\"background:#d500f9\"></i>divergent: a bar left of the row (ranks decided "
         "differently or never arrived), a stripe over each cell that differs from most ranks</span></p>\n"
         "<noscript><p>The grid is drawn by the script in this file: enable JavaScript (nothing is loaded from the "
@@ -1414,8 +1555,8 @@ int main(int argc, char **argv) {
   if (opt_html && write_html(opt_html, ws, nw, corder, n_div, n_stuck)) return 2;
 
   if (opt_json) {
-    printf("{\"files\":%ld,\"lines\":%ld,\"events\":%ld,\"communicators\":%d,\"windows\":%d,\"divergent\":%d,\"stuck\":%d,\"error_lines\":%ld,\"comms\":[",
-           n_files, n_lines, n_events, n_comms, nw, n_div, n_stuck, n_error_lines);
+    printf("{\"files\":%ld,\"lines\":%ld,\"events\":%ld,\"communicators\":%d,\"windows\":%d,\"null_comm_registrations\":%ld,\"divergent\":%d,\"stuck\":%d,\"error_lines\":%ld,\"comms\":[",
+           n_files, n_lines, n_events, n_comms, nw, n_null_comm, n_div, n_stuck, n_error_lines);
     int wi = 0;
     for (int ci = 0; ci < n_comms; ci++) {
       comm *c = corder[ci];
@@ -1463,9 +1604,12 @@ int main(int argc, char **argv) {
     return bad ? 1 : 0;
   }
 
-  printf("ncclguard-report: %ld file%s, %ld lines, %d communicator%s, %d window%s, %d divergent, %d stuck, %ld error line%s\n",
-         n_files, n_files == 1 ? "" : "s", n_lines, n_comms, n_comms == 1 ? "" : "s", nw, nw == 1 ? "" : "s", n_div, n_stuck,
-         n_error_lines, n_error_lines == 1 ? "" : "s");
+  char nulls[96] = "";
+  if (n_null_comm)
+    snprintf(nulls, sizeof nulls, ", %ld registration%s on a NULL communicator", n_null_comm, n_null_comm == 1 ? "" : "s");
+  printf("ncclguard-report: %ld file%s, %ld lines, %d communicator%s, %d window%s%s, %d divergent, %d stuck, %ld error line%s\n",
+         n_files, n_files == 1 ? "" : "s", n_lines, n_comms, n_comms == 1 ? "" : "s", nw, nw == 1 ? "" : "s", nulls, n_div,
+         n_stuck, n_error_lines, n_error_lines == 1 ? "" : "s");
   if (n_events == 0)
     printf("no ncclguard lines found: were the logs written with NCCLGUARD_LOG=info (ncclguard-run --log-dir DIR)?\n");
 
@@ -1501,6 +1645,9 @@ int main(int argc, char **argv) {
                : s->cnt[D_DEGRADE] ? "degraded (all ranks)" : "ok");
       }
     }
+    if (n_null_comm)
+      printf("\nno communicator (a NULL one)  %ld registration%s, without a rank (\"rank -1\" in the log)\n",
+             n_null_comm, n_null_comm == 1 ? "" : "s");
   }
 
   if (n_div || n_stuck) {

@@ -19,14 +19,15 @@ tools: $(TOOLS_BIN) $(VARS_PY) $(PROBE_PROGS) $(PROBE_DATA)
 # One object per source, each with its header dependencies (-MMD -MP); the table's reader is
 # the library's own object ($(BUILD)/shim/vars.o), with the tools' view of the table beside it
 # (tools/varinfo.c: the rows the library does not read, how defaults are shown).
-# cuda.h only gives the doctor checked prototypes; it builds without it too.
-$(BUILD)/tools/doctor.o: tools/doctor.c VERSION
+# cuda.h only gives the doctor checked prototypes; it builds without it too. Both print the identity
+# (VERSION and revision): they are rebuilt when it changes ($(NG_IDENT_STAMP), Makefile).
+$(BUILD)/tools/doctor.o: tools/doctor.c VERSION $(NG_IDENT_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(NG_IDENT) -Ishim $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE)) -MMD -MP -c $< -o $@
-$(BUILD)/tools/probe.o: tools/probe.c VERSION
+$(BUILD)/tools/probe.o: tools/probe.c VERSION $(NG_IDENT_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(NG_IDENT) -MMD -MP -c $< -o $@
-$(BUILD)/tools/report.o: tools/report.c VERSION
+$(BUILD)/tools/report.o: tools/report.c VERSION $(NG_IDENT_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(NG_IDENT) -MMD -MP -c $< -o $@
 $(BUILD)/tools/genvars.o $(BUILD)/tools/varinfo.o: $(BUILD)/tools/%.o: tools/%.c
@@ -51,7 +52,7 @@ $(VARS_PY): $(GENVARS)
 
 # A copy next to libncclguard.so, so that build/ncclguard-run finds build/libncclguard.so; the
 # table of variables goes in at the marker line.
-$(BUILD)/ncclguard-run: tools/ncclguard-run $(VARS_SH) VERSION
+$(BUILD)/ncclguard-run: tools/ncclguard-run $(VARS_SH) VERSION $(NG_IDENT_STAMP)
 	@mkdir -p $(dir $@)
 	grep -qx '# @NG_VARS_TABLE@' $<
 	sed -e 's/^NG_VERSION=.*/NG_VERSION="$(NG_IDENT_TEXT)"/' \

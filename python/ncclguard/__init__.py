@@ -34,6 +34,16 @@ def library_path():
     return _os.path.join(_HERE, "lib", "libncclguard.so")
 
 
+def docs_path():
+    """The folder of the documentation (README.md, CHANGELOG.md, docs/, tools/README.md,
+    tools/python/README.md, in the source tree's layout): in the package when installed with pip,
+    else the source tree this package is in."""
+    installed = _os.path.join(_HERE, "docs")
+    if _os.path.isfile(_os.path.join(installed, "README.md")):
+        return installed
+    return _os.path.normpath(_os.path.join(_HERE, "..", ".."))
+
+
 def tool_path(name):
     """The absolute path of one of the packaged tools: ncclguard-run, -doctor, -report."""
     return _os.path.join(_HERE, "bin", name)

@@ -3,6 +3,8 @@
 activate(), once per process:
 1. NCCLGUARD set to a false value (0/false/no/off): nothing. A value that is neither true nor
    false: one WARN line, nothing (the library's rule for bad values: warn, keep the default).
+   The verdict on a value is the table's (shim/vars.def, through ncclguard_hook._config: the words
+   in any case, nothing stripped), the one the launcher and the doctor give: switch().
 2. libncclguard.so already mapped (LD_PRELOAD, ncclguard-run, a parent that exported it, or
    another installed copy): not loaded again.
    Otherwise, if a libnccl.so* is already mapped: one WARN line saying so, and nothing else
@@ -49,6 +51,33 @@ def _warn(msg):
             pass
 
 
+def switch(environ=None):
+    """NCCLGUARD's verdict: (None, None) unset; (True or False, None) a valid value; (False, warning)
+    a value that is not valid (not turned on). The table's reader when it is there (a built checkout,
+    the wheel), else the same words."""
+    env = os.environ if environ is None else environ
+    v = env.get("NCCLGUARD")
+    if v is None:
+        return None, None
+    expect = "1/0, true/false, yes/no or on/off"
+    try:
+        from ncclguard_hook import _config, _vars
+        if _config.available():
+            x, bad = _config.get("NCCLGUARD", {"NCCLGUARD": v})
+            if not bad:
+                return bool(x), None
+            expect = _vars.VARS["NCCLGUARD"][5]
+            x = None
+        else:
+            raise ImportError
+    except Exception:  # noqa: BLE001 - no table (an unbuilt checkout): the same words
+        s = v.lower()
+        x = True if s in _TRUE else False if s in _FALSE else None
+    if x is not None:
+        return x, None
+    return False, "NCCLGUARD=%.60s is not valid (expected %s); not turned on" % (v, expect)
+
+
 def _mapped():
     """The files mapped into this process, in load order (/proc/self/maps)."""
     seen, out = set(), []
@@ -82,7 +111,7 @@ def _export_for_children(lib):
     if not any(_is_guard(e) for e in entries):
         os.environ["LD_PRELOAD"] = lib + (":" + pre if pre else "")
         STATE["exported_preload"] = pre if pre else None
-    if os.environ.get("NCCLGUARD", "").strip().lower() not in _TRUE:
+    if switch()[0] is not True:
         STATE["exported_ncclguard"] = os.environ.get("NCCLGUARD")
         os.environ["NCCLGUARD"] = "1"
 
@@ -161,11 +190,10 @@ def activate():
 
 
 def _activate():
-    v = os.environ.get("NCCLGUARD")
-    if v is not None and v.strip().lower() not in _TRUE:
-        if v.strip().lower() not in _FALSE:
-            _warn("NCCLGUARD=%.60s is not valid (expected 1/0, true/false, yes/no or on/off); "
-                  "not turned on" % v)
+    on, bad = switch()
+    if on is False:
+        if bad:
+            _warn(bad)
         STATE["state"] = "off"
         return "off"
     from . import library_path

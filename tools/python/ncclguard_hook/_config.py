@@ -46,13 +46,13 @@ def get(name, environ=None):
     v = env.get(name)
     if kind == "PATH":
         return (v or "", None) if v is None or _parse(kind, v, lo, hi, choices) is not None \
-            else ("", _vars.BAD_VALUE_FMT % (name, "(too long)", expect))
+            else ("", _vars.BAD_VALUE_FMT % (name, "(too long)", expect, default))
     dflt = _parse(kind, default, lo, hi, choices)
     if v is None:
         return dflt, None
     x = _parse(kind, v, lo, hi, choices)
     if x is None:
-        return dflt, _vars.BAD_VALUE_FMT % (name, v, expect)
+        return dflt, _vars.BAD_VALUE_FMT % (name, v, expect, default)
     return x, None
 
 

@@ -3,7 +3,7 @@ BOOL_TRUE = ("1", "true", "yes", "on", )
 BOOL_FALSE = ("0", "false", "no", "off", )
 INT_RE = "^-?[0-9]+$"
 NUM_RE = "^([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$"
-BAD_VALUE_FMT = "%s=%.60s is not valid (expected %s); using the default"
+BAD_VALUE_FMT = "%s=%.60s is not valid (expected %s); using the default %s"
 PATH_MAX = 4096
 # name: (kind, default as text (in parentheses: what unset means), min, max, choices,
 #        what a valid value looks like)
