@@ -211,6 +211,21 @@ static void* wd_main(void* arg) {
       wd_firing = due;
       pthread_mutex_unlock(&wd_lock); /* never held across a call into NCCL */
       if (stage == 0) {
+        /* one structured line per stuck call (the report lists stuck ranks by call), then the revoke's */
+        struct ng_commview sv;
+        if (ng_log_on(NG_LOG_WARN) && ng_reg_comm_get(c, &sv)) {
+          struct ng_line l;
+          ng_line_begin(&l, NG_LOG_WARN, dev);
+          ng_kv_str(&l, "fn", "stuck");
+          ng_kv_ptr(&l, "comm", c);
+          ng_kv_u64hex(&l, "cid", sv.cid);
+          ng_kv_int(&l, "rank", sv.rank);
+          ng_kv_int(&l, "nranks", sv.nranks);
+          ng_kv_int(&l, "seq", due->seq);
+          ng_kv_dbl(&l, "us", now - due->armed);
+          ng_kv_str(&l, "call", call);
+          ng_line_end(&l, "%s", why);
+        }
         ng_reg_comm_set_broken(c, gen, NG_R_TIMEOUT);
         revoke_comm(c, gen, dev, why);
       } else {

@@ -249,8 +249,10 @@ void ng_log_set_rank(int rank);
 
 /* Counters for the exit summary. */
 enum ng_stat { NG_ST_CALLS, NG_ST_REGISTERED, NG_ST_DEGRADED, NG_ST_RETRIED, NG_ST_ERRORS, NG_ST_NOOPS,
-               NG_ST_COMMS, NG_ST_AGREE, NG_NSTATS };
+               NG_ST_COMMS, NG_ST_AGREE, NG_ST_WINDOW_BYTES, NG_ST_WINDOW_BYTES_PEAK, NG_NSTATS };
 void ng_stat_add(enum ng_stat s, long n);
+/* The bytes of live windows change by delta (the registry, under its lock); the peak follows. */
+void ng_stat_window_bytes(long delta);
 void ng_stats_reset(void);
 
 /* Monotonic microseconds. */
@@ -415,8 +417,6 @@ int ng_reg_handle_kind(const void* h);
 void ng_reg_reset_after_fork(void);
 void ng_reg_fork_lock(int on);
 long ng_reg_live_windows(void);
-/* Bytes of all live windows now, and the most at any time. */
-void ng_reg_window_bytes(size_t* now, size_t* peak);
 /* After a window of comm was added: 1 when its windows' bytes just went past `budget` (>0), once per
  * crossing (re-armed when they fall back to it or below); *n and *bytes: its live windows and their bytes. */
 int ng_reg_budget_crossed(ncclComm_t comm, double budget, int* n, size_t* bytes);

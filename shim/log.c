@@ -60,6 +60,12 @@ static char host[64];
 static atomic_long stats[NG_NSTATS];
 
 void ng_stat_add(enum ng_stat s, long n) { atomic_fetch_add(&stats[s], n); }
+void ng_stat_window_bytes(long delta) {
+  long now = atomic_fetch_add(&stats[NG_ST_WINDOW_BYTES], delta) + delta;
+  long peak = atomic_load(&stats[NG_ST_WINDOW_BYTES_PEAK]);
+  while (now > peak && !atomic_compare_exchange_weak(&stats[NG_ST_WINDOW_BYTES_PEAK], &peak, now)) {
+  }
+}
 void ng_stats_reset(void) {
   for (int i = 0; i < NG_NSTATS; i++) atomic_store(&stats[i], 0);
 }
@@ -432,10 +438,8 @@ __attribute__((destructor)) static void ng_summary(void) {
   ng_kv_int(&l, "noops", atomic_load(&stats[NG_ST_NOOPS]));
   ng_kv_int(&l, "agreements", atomic_load(&stats[NG_ST_AGREE]));
   ng_kv_int(&l, "windows_live", ng_reg_live_windows());
-  size_t wb = 0, wpeak = 0;
-  ng_reg_window_bytes(&wb, &wpeak);
-  ng_kv_uint(&l, "window_bytes", wb);
-  ng_kv_uint(&l, "window_bytes_peak", wpeak);
+  ng_kv_int(&l, "window_bytes", atomic_load(&stats[NG_ST_WINDOW_BYTES]));
+  ng_kv_int(&l, "window_bytes_peak", atomic_load(&stats[NG_ST_WINDOW_BYTES_PEAK]));
   if (dropped) ng_kv_int(&l, "log_dropped", dropped);
   ng_line_end(&l, "ncclguard summary for this process");
   ng_cfg.log_level = saved;

@@ -57,7 +57,6 @@ static struct comm_ent* comms;
 static struct win_ent* wins;
 static struct buf_ent* bufs;
 static long live_windows;
-static size_t live_bytes, peak_bytes;
 
 /* Tombstones: a ring of the most recent destroyed communicators; older ones are forgotten. */
 #define NG_TOMBSTONES 4096
@@ -400,7 +399,7 @@ int ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, i
     struct comm_ent* oe = find(old->comm);
     if (oe && oe->v.nwindows > 0) oe->v.nwindows--;
     if (oe) oe->v.wbytes -= oe->v.wbytes < old->size ? oe->v.wbytes : old->size;
-    live_bytes -= live_bytes < old->size ? live_bytes : old->size;
+    ng_stat_window_bytes(-(long)old->size);
     HASH_DEL(wins, old);
     free(old);
     live_windows--;
@@ -411,8 +410,7 @@ int ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, i
   struct comm_ent* e = find(comm);
   if (!oom) {
     live_windows++;
-    live_bytes += size;
-    if (live_bytes > peak_bytes) peak_bytes = live_bytes;
+    ng_stat_window_bytes((long)size);
   }
   if (!oom && e) e->v.nwindows++, e->v.wbytes += size;
   pthread_mutex_unlock(&lock);
@@ -454,7 +452,7 @@ int ng_reg_win_del(ncclWindow_t win, int* seq, void** buff, size_t* size) {
     if (e && e->v.nwindows > 0) e->v.nwindows--;
     if (e) e->v.wbytes -= e->v.wbytes < w->size ? e->v.wbytes : w->size;
     if (e && (double)e->v.wbytes <= ng_cfg.window_budget) e->v.over_budget = 0; /* a later crossing WARNs again */
-    live_bytes -= live_bytes < w->size ? live_bytes : w->size;
+    ng_stat_window_bytes(-(long)w->size);
     HASH_DEL(wins, w);
     free(w);
     live_windows--;
@@ -505,12 +503,6 @@ int ng_reg_handle_kind(const void* h) {
   if (!w) HASH_FIND_PTR(bufs, &bk, b);
   pthread_mutex_unlock(&lock);
   return w ? NG_HANDLE_WINDOW : b ? NG_HANDLE_BUFFER : 0;
-}
-
-void ng_reg_window_bytes(size_t* now, size_t* peak) {
-  pthread_mutex_lock(&lock);
-  *now = live_bytes, *peak = peak_bytes;
-  pthread_mutex_unlock(&lock);
 }
 
 int ng_reg_budget_crossed(ncclComm_t comm, double budget, int* n, size_t* bytes) {

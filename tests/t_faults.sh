@@ -148,4 +148,5 @@ out=$(FAKE_NCCL_REG_STALL=1 FAKE_NCCL_VERSION=22907 NCCLGUARD_TIMEOUT=2 NCCLGUAR
 secs=$(( $(date +%s) - t0 ))
 [ "$(echo "$out" | grep -c 'RESULT .*reg=ncclSystemError win=null')" = 2 ] && [ "$secs" -le 12 ] \
   && [ "$(logs stuck | grep -c 'WARN fn=agree msg="communicator .* revoked by ncclguard (ncclCommWindowRegister, step 0, has not returned after 2.[0-9] s (NCCLGUARD_TIMEOUT); every rank had reached it')" = 2 ] \
+  && [ "$(logs stuck | grep -c 'WARN fn=stuck comm=.* seq=0 us=[0-9.]* call=ncclCommWindowRegister msg=')" = 2 ] \
   && pass stuck-in-register || fail stuck-in-register "rc=$rc ${secs}s $(echo "$out" | grep RESULT | tr '\n' ' ') $(logs stuck | grep WARN | head -2)"

@@ -36,6 +36,7 @@ KEYS = (
     ("bad_rank", "int", "lib"),
     ("comm_windows", "int", "lib"),
     ("comm_bytes", "int", "lib"),
+    ("call", "str", "lib"),
     ("attempt", "int", "lib"),
     ("calls", "int", "lib"),
     ("comms", "int", "lib"),
