@@ -444,7 +444,8 @@ static void* entry_of(int k, enum ng_real_id id) {
 }
 #endif
 
-void ng_route_fork_lock(int on) {
-  if (on) pthread_mutex_lock(&mu);
-  else pthread_mutex_unlock(&mu);
-}
+/* fork(): the lock of the ranges and libraries is taken before and released after, in both processes; the
+ * child keeps what it knows (the same objects are mapped there). */
+static void fork_prepare(void) { pthread_mutex_lock(&mu); }
+static void fork_release(void) { pthread_mutex_unlock(&mu); }
+NG_ON_FORK(NG_FORK_ROUTE, fork_prepare, fork_release, fork_release)
