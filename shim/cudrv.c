@@ -44,10 +44,23 @@ static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 /* CUDA is not fork-safe: a child forked while another thread is inside the driver can inherit a
  * held driver lock and crash or hang at exit (seen on 2 x H200 with a thread registering in a
  * loop during fork). ncclguard's own driver calls hold this lock for reading, and fork() waits
- * for them (pthread_atfork prepare), so ncclguard never adds to that risk. Calls never nest. */
-static pthread_rwlock_t fork_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+ * for them (pthread_atfork prepare), so ncclguard never adds to that risk. Calls never nest.
+ * The handlers are registered when the driver is first loaded (cu_load), after every constructor's
+ * (NG_ON_FORK): this prepare runs first, before the other modules' locks are taken. Not at load time: a
+ * child makes the lock anew (below), which a lock never used there does not need, and ThreadSanitizer
+ * keeps the old one's writer across pthread_rwlock_init (a child that loads the driver itself would then
+ * be reported). */
+static pthread_rwlock_t fork_lock;
 static void fork_prepare(void) { pthread_rwlock_wrlock(&fork_lock); }
 static void fork_parent(void) { pthread_rwlock_unlock(&fork_lock); }
+static void fork_child(void);
+static void fork_lock_init(void) {
+  pthread_rwlockattr_t a;
+  pthread_rwlockattr_init(&a);
+  pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(&fork_lock, &a);
+  pthread_rwlockattr_destroy(&a);
+}
 static void enter(void) { pthread_rwlock_rdlock(&fork_lock); }
 static void leave(void) { pthread_rwlock_unlock(&fork_lock); }
 
@@ -56,6 +69,8 @@ static const char* const lost =
     "rank whose buffer NCCL rejects can leave its peers hanging, as without ncclguard)";
 
 static void cu_load(void) {
+  fork_lock_init();
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
   /* A wrong NCCLGUARD_CUDA_LIB must not switch protection off silently: warn and use the driver
    * NCCL itself uses. Without any driver NCCL cannot run on a GPU either; still a WARN, naming
    * what is lost. */
@@ -151,15 +166,10 @@ static int push_locked(int dev, ng_ctx* saved) {
  * for writing by prepare is made anew (glibc's rwlock knows its writer by thread id, which the child's
  * thread does not share), and so is the lock of the primary contexts. */
 static void fork_child(void) {
-  pthread_rwlockattr_t a;
-  pthread_rwlockattr_init(&a);
-  pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-  pthread_rwlock_init(&fork_lock, &a);
-  pthread_rwlockattr_destroy(&a);
+  fork_lock_init();
   pthread_mutex_init(&primary_lock, NULL);
   if (cu_state > 0) cu_state = -1;
 }
-NG_ON_FORK(NG_FORK_CUDA, fork_prepare, fork_parent, fork_child)
 
 void ng_cuda_pop(ng_ctx saved) {
   ng_ctx cur = NULL;

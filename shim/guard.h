@@ -70,13 +70,13 @@ static inline void* ng_realloc(const char* fp, void* p, size_t size) {
  * first, and fork() runs the prepare handlers in the reverse order: the locks are taken bottom-up (driver
  * calls, resolution, routing, registry, watchdog, log file), the order in which a thread may nest them, and
  * released top-down in both processes. A child handler runs with the locks above its own line released and
- * those below still held: none calls into another module. docs/DESIGN.md, "Fork". */
+ * those below still held: none calls into another module. The CUDA driver's lock (cudrv.c) comes first: its
+ * handlers are registered when the driver is first loaded, after every constructor. docs/DESIGN.md, "Fork". */
 #define NG_FORK_LOG 201      /* log.c: the log file, the statistics */
 #define NG_FORK_WATCH 202    /* agree.c: the watchdog */
 #define NG_FORK_REGISTRY 203 /* registry.c: the tables */
 #define NG_FORK_ROUTE 204    /* route.c: other copies of libnccl, the callers' cache */
 #define NG_FORK_REAL 205     /* real.c: the resolution of the real NCCL */
-#define NG_FORK_CUDA 206     /* cudrv.c: ncclguard's own driver calls */
 #define NG_ON_FORK(order, prepare, parent, child)                                          \
   __attribute__((constructor(order))) static void ng_on_fork_##order(void) {                \
     pthread_atfork(prepare, parent, child);                                                 \
