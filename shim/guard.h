@@ -66,8 +66,8 @@ static inline void* ng_realloc(const char* fp, void* p, size_t size) {
  * parent releases it, child releases it (or makes it anew) and starts the module's state afresh (the
  * parent's threads, communicators and CUDA context are not the child's). The registration is a constructor
  * of the module's priority below: the constructors of one shared object run in the order of their
- * priorities (the linker sorts them), so the handlers are registered in this order whatever code runs
- * first, and fork() runs the prepare handlers in the reverse order: the locks are taken bottom-up (driver
+ * priorities (the linker sorts them), so the handlers are registered in this order whichever module a
+ * process uses first, and fork() runs the prepare handlers in the reverse order: the locks are taken bottom-up (driver
  * calls, resolution, routing, registry, watchdog, log file), the order in which a thread may nest them, and
  * released top-down in both processes. A child handler runs with the locks above its own line released and
  * those below still held: none calls into another module. The CUDA driver's lock (cudrv.c) comes first: its
