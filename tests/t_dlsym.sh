@@ -132,20 +132,22 @@ out=$(FAKE_NCCL_VERSION=22907 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/copies.%
   && lhas copies "WARN fn=route .*$T/copy4/libnccl.so.2 is one libnccl too many in this process" \
   && lhas copies "INFO fn=dlsym .*dlsym on the handle of $T/copy4/libnccl.so.2 \\(ncclCommWindowRegister\\): not the libnccl" \
   && pass dlsym-libnccl-copies-beyond-the-limit-answered-by-glibc || fail dlsym-libnccl-copies-beyond-the-limit-answered-by-glibc "$(why copies)"
-# ... and its calls that reach ncclguard go to its own functions, untouched, as without ncclguard: its destroy
-# deregisters the live window and buffer registration through its public functions (ncclguard's wrappers, by
-# the global scope), and those calls reach it (its trace marks them internal), never another copy, nothing
-# guarded or logged for its calls
+# ... and its calls that reach ncclguard go to its own functions, untouched, as without ncclguard. Each copy in
+# turn makes a communicator with a window and a buffer registration and destroys it with both live: the
+# destroy deregisters them through the copy's public functions (ncclguard's wrappers, by the global scope),
+# and those calls reach that copy (its trace marks them internal), never another; the first three copies are
+# guarded, the fourth is not (nothing logged for its calls)
 extra="$T/copy1/libnccl.so.2 $T/copy2/libnccl.so.2 $T/copy3/libnccl.so.2"
 b env FAKE_NCCL_TRACE=1 "$DH" "$NCCL" extra $extra "$T/copy4/libnccl.so.2"
 out_bare=$out
 g extra env FAKE_NCCL_TRACE=1 "$DH" "$NCCL" extra $extra "$T/copy4/libnccl.so.2"
-res='RESULT extra 0,0,0,0,0,0'
+res='RESULT extra 0,0,0,0,0,0 0,0,0,0,0,0 0,0,0,0,0,0 0,0,0,0,0,0'
 [ $rc = 0 ] && echo "$out_bare" | grep -qx "$res" && echo "$out" | grep -qx "$res" \
-  && [ "$(own "$out_bare")" = 1 ] && [ "$(ownb "$out_bare")" = 1 ] && [ "$(own "$out")" = 1 ] && [ "$(ownb "$out")" = 1 ] \
-  && [ "$(echo "$out" | grep -c 'Deregister(')" = 2 ] \
+  && [ "$(own "$out_bare")" = 4 ] && [ "$(ownb "$out_bare")" = 4 ] && [ "$(own "$out")" = 4 ] && [ "$(ownb "$out")" = 4 ] \
+  && [ "$(echo "$out" | grep -c 'Deregister(')" = 8 ] \
   && lhas extra "WARN fn=route .*$T/copy4/libnccl.so.2 is one libnccl too many in this process .*: it is not guarded" \
-  && ! lhas extra 'fn=ncclComm(InitRank|WindowRegister|Register|Destroy|WindowDeregister|Deregister) ' \
+  && [ "$(logs extra | grep -c 'fn=ncclCommInitRank .*made by ')" = 3 ] && ! lhas extra 'made by [^ ]*copy4' \
+  && [ "$(logs extra | grep -c 'fn=ncclCommWindowRegister .*decision=register reason=ok')" = 3 ] \
   && pass libnccl-copy-beyond-the-limit-calls-its-own-untouched \
   || fail libnccl-copy-beyond-the-limit-calls-its-own-untouched "bare: $(echo "$out_bare" | grep -E 'Dereg|RESULT' | tr '\n' ' ') | $(echo "$out" | grep -E 'Dereg|RESULT' | tr '\n' ' ') $(why extra)"
 # a library linked against a libnccl beyond the limit (three other copies took the indices first): its calls
@@ -246,7 +248,8 @@ out=$(NCCLGUARD_DISABLE=1 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/scopeddis.%p
 # ... and a copy beyond ncclguard's limit: its own internal calls reach it
 out=$(NCCLGUARD_DISABLE=1 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/extradis.%p.log" FAKE_NCCL_TRACE=1 fake_run "$DH" "$NCCL" extra \
       $extra "$T/copy4/libnccl.so.2" 2>&1); rc=$?
-[ $rc = 0 ] && echo "$out" | grep -qx 'RESULT extra 0,0,0,0,0,0' && [ "$(own "$out")" = 1 ] && [ "$(ownb "$out")" = 1 ] \
+[ $rc = 0 ] && echo "$out" | grep -qx 'RESULT extra 0,0,0,0,0,0 0,0,0,0,0,0 0,0,0,0,0,0 0,0,0,0,0,0' \
+  && [ "$(own "$out")" = 4 ] && [ "$(ownb "$out")" = 4 ] && [ "$(echo "$out" | grep -c 'Deregister(')" = 8 ] \
   && [ -z "$(logs extradis)" ] && pass libnccl-copy-beyond-the-limit-disabled-calls-its-own \
   || fail libnccl-copy-beyond-the-limit-disabled-calls-its-own "rc=$rc $(echo "$out" | grep -E 'Dereg|RESULT|NCCLGUARD' | head -4) $(logs extradis | head -2)"
 # the seed's failure through the second copy's handle: a NULL communicator
