@@ -283,8 +283,12 @@ int ng_watch_disarm(struct watch* w) {
   return fired;
 }
 
-/* In a forked child the watchdog thread does not exist: start afresh. */
-void ng_watch_after_fork(void) {
+/* fork(): the watchdog's lock is taken before and released after, in both processes; in the child the
+ * watchdog thread does not exist: start afresh. */
+static void wd_fork_prepare(void) { pthread_mutex_lock(&wd_lock); }
+static void wd_fork_parent(void) { pthread_mutex_unlock(&wd_lock); }
+static void wd_fork_child(void) {
+  pthread_mutex_unlock(&wd_lock);
   pthread_mutex_init(&wd_lock, NULL);
   ng_cond_init(&wd_cond);
   ng_cond_init(&wd_fired_cv);
@@ -294,6 +298,7 @@ void ng_watch_after_fork(void) {
   wd_running = 0;
   wd_wake = 0;
 }
+NG_ON_FORK(NG_FORK_WATCH, wd_fork_prepare, wd_fork_parent, wd_fork_child)
 
 /* This rank gives the communicator up: it is broken (ncclguard refuses further registrations on
  * it) and, where NCCL can, revoked (its queued agreement all-reduce would pair with a peer's next
@@ -309,31 +314,6 @@ void ng_give_up(ncclComm_t comm, uint64_t gen, int dev, int reason, const char* 
     ng_log_msg(NG_LOG_WARN, dev, "agree", "communicator %p given up by ncclguard (%s), and the loaded NCCL cannot "
                "revoke (before 2.28.7): abort this communicator on every rank (ncclCommAbort) before any other "
                "collective on it", (void*)comm, why);
-}
-
-void ng_agree_res_free(int dev, const struct ng_agree_res* r) {
-  if (dev < 0 || !ng_cuda_ok()) { /* no context to free them in: only plain host memory goes */
-    if (!r->pinned) free(r->host);
-    return;
-  }
-  ng_ctx saved;
-  if (ng_cuda_push(dev, &saved)) return;
-  if (r->s && ng_cuda_stream_done(r->s) != 1) {
-    /* a round that timed out may still use them (its all-reduce waits for a peer that left) */
-    ng_cuda_pop(saved);
-    ng_log_msg(NG_LOG_INFO, dev, "agree", "agreement resources with work still queued are left allocated");
-    return;
-  }
-  if (r->s) (void)ng_cuda_stream_destroy(r->s);
-  if (r->buf) (void)ng_cuda_free(r->buf);
-  if (r->pinned) (void)ng_cuda_host_free(r->host);
-  else free(r->host);
-  ng_cuda_pop(saved);
-}
-
-void ng_watch_fork_lock(int lock) {
-  if (lock) pthread_mutex_lock(&wd_lock);
-  else pthread_mutex_unlock(&wd_lock);
 }
 
 /* Resources of one communicator for one round: held (ng_reg_res_acquire) until released. */

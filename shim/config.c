@@ -86,39 +86,10 @@ void ng_dump_config(void) {
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-/* Every lock of ncclguard's is taken before fork() and released after it in both processes (in this
- * order, which no thread nests the other way: resolution, routing, registry, watchdog, log file), so the child
- * never inherits one held; the child then starts its state afresh. */
-static void fork_prepare(void) {
-  ng_real_fork_lock(1);
-  ng_route_fork_lock(1);
-  ng_reg_fork_lock(1);
-  ng_watch_fork_lock(1);
-  ng_log_fork_lock(1);
-}
-
-static void fork_release(void) {
-  ng_log_fork_lock(0);
-  ng_watch_fork_lock(0);
-  ng_reg_fork_lock(0);
-  ng_route_fork_lock(0);
-  ng_real_fork_lock(0);
-}
-
-static void child_after_fork(void) {
-  fork_release();
-  ng_log_after_fork();
-  ng_cuda_after_fork();
-  ng_watch_after_fork();
-  ng_reg_reset_after_fork();
-  ng_stats_reset();
-}
-
 static void init_once(void) {
   ng_parse_env(&ng_cfg);
   for (int i = 0; i < nbad; i++) ng_log_msg(NG_LOG_WARN, -1, "config", "%s", bad[i]);
   if (ng_cfg.dump) ng_dump_config();
-  pthread_atfork(fork_prepare, fork_release, child_after_fork);
 }
 
 void ng_init(void) { pthread_once(&once, init_once); }

@@ -44,10 +44,16 @@ static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 /* CUDA is not fork-safe: a child forked while another thread is inside the driver can inherit a
  * held driver lock and crash or hang at exit (seen on 2 x H200 with a thread registering in a
  * loop during fork). ncclguard's own driver calls hold this lock for reading, and fork() waits
- * for them (pthread_atfork prepare), so ncclguard never adds to that risk. Calls never nest. */
+ * for them (pthread_atfork prepare), so ncclguard never adds to that risk. Calls never nest.
+ * The handlers are registered when the driver is first loaded (cu_load), after every constructor's
+ * (NG_ON_FORK): this prepare runs first, before the other modules' locks are taken. Not at load time: a
+ * child makes the lock anew (below), which a lock never used there does not need, and ThreadSanitizer
+ * keeps the old one's writer across pthread_rwlock_init (a child that loads the driver itself would then
+ * be reported). */
 static pthread_rwlock_t fork_lock;
 static void fork_prepare(void) { pthread_rwlock_wrlock(&fork_lock); }
 static void fork_parent(void) { pthread_rwlock_unlock(&fork_lock); }
+static void fork_child(void);
 static void fork_lock_init(void) {
   pthread_rwlockattr_t a;
   pthread_rwlockattr_init(&a);
@@ -64,7 +70,7 @@ static const char* const lost =
 
 static void cu_load(void) {
   fork_lock_init();
-  pthread_atfork(fork_prepare, fork_parent, NULL); /* the child re-initialises in ng_cuda_after_fork */
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
   /* A wrong NCCLGUARD_CUDA_LIB must not switch protection off silently: warn and use the driver
    * NCCL itself uses. Without any driver NCCL cannot run on a GPU either; still a WARN, naming
    * what is lost. */
@@ -156,10 +162,12 @@ static int push_locked(int dev, ng_ctx* saved) {
   return 0;
 }
 
-/* In a forked child, CUDA initialised by the parent cannot be used: ncclguard stops using it. */
-void ng_cuda_after_fork(void) {
+/* In a forked child, CUDA initialised by the parent cannot be used: ncclguard stops using it. The lock held
+ * for writing by prepare is made anew (glibc's rwlock knows its writer by thread id, which the child's
+ * thread does not share), and so is the lock of the primary contexts. */
+static void fork_child(void) {
+  fork_lock_init();
   pthread_mutex_init(&primary_lock, NULL);
-  if (cu_state != 0) fork_lock_init();
   if (cu_state > 0) cu_state = -1;
 }
 

@@ -26,7 +26,8 @@
  * dl_iterate_phdr, which TSan intercepts), are asked for dlsym(RTLD_NEXT, "dlsym" / "dlvsym"): the next
  * definition after ncclguard whatever its version (another interposer's, else glibc's), else, by version,
  * dlvsym(RTLD_NEXT, ..., "GLIBC_2.34" or "GLIBC_2.2.5"),
- * for ncclguard. Sanitizer runtimes call dlsym(RTLD_NEXT, ...) while they start, before ncclguard's
+ * for ncclguard. ncclguard's own lookups (real.c, route.c, rules.c, cudrv.c) call glibc's dlsym directly
+ * (ng_dl_sym, elfsym.c), not this one. Sanitizer runtimes call dlsym(RTLD_NEXT, ...) while they start, before ncclguard's
  * constructors and before their own interceptors are ready: this file (and elfsym.c) is never
  * instrumented (Makefile), and the path of such a lookup touches no thread-local storage and calls no
  * libc function (str* are intercepted: ng_streq and co., guard.h) and nothing of ncclguard but this. A thread-local guard makes lookups made while ncclguard decides one (its
@@ -54,22 +55,6 @@
  * assembly below: not static. */
 void* ng_next_dlsym;
 void* ng_next_dlvsym;
-/* glibc's dlsym itself, for ncclguard's own lookups (ng_dl_sym): RTLD_NEXT and RTLD_DEFAULT answered
- * relative to ncclguard, whatever interposer comes next */
-static void* glibc_dlsym;
-
-/* glibc's own function `name`, from libc.so.6 (2.34+) or libdl.so.2 (before), by their ELF tables. */
-static void* glibc_fn(const char* name) {
-  static const char* const libs[] = {"libc.so.6", "libdl.so.2"};
-  for (int i = 0; i < 2; i++)
-    for (struct link_map* m = _r_debug.r_map; m; m = m->l_next) {
-      if (!m->l_name || !ng_streq(ng_basename(m->l_name), libs[i])) continue;
-      void* f = ng_elf_sym(m->l_addr, m->l_ld, name);
-      if (f) return f;
-    }
-  return NULL;
-}
-
 extern char ng_dlsym_self[], ng_dlvsym_self[]; /* the entry points below */
 
 static void* not_found(void* handle, const char* name) {
@@ -78,8 +63,8 @@ static void* not_found(void* handle, const char* name) {
 }
 
 static void init(void) {
-  void* (*gv)(void*, const char*, const char*) = (void* (*)(void*, const char*, const char*))glibc_fn("dlvsym");
-  void* (*gs)(void*, const char*) = (void* (*)(void*, const char*))glibc_fn("dlsym");
+  void* (*gv)(void*, const char*, const char*) = (void* (*)(void*, const char*, const char*))ng_glibc_fn("dlvsym");
+  void* (*gs)(void*, const char*) = (void* (*)(void*, const char*))ng_glibc_fn("dlsym");
   /* The next definition in the global scope after ncclguard, whatever its version: another interposer
    * preloaded after ncclguard (a profiler's unversioned dlsym) keeps seeing the lookups it sees without
    * ncclguard. A versioned lookup would skip it (dlvsym takes only the named version), so that is the
@@ -91,21 +76,15 @@ static void init(void) {
     if (!s) s = gv(RTLD_NEXT, "dlsym", vers[i]);
     if (!v) v = gv(RTLD_NEXT, "dlvsym", vers[i]);
   }
-  if (!s || s == (void*)ng_dlsym_self) s = glibc_fn("dlsym");
+  if (!s || s == (void*)ng_dlsym_self) s = (void*)gs;
   if (!v || v == (void*)ng_dlvsym_self) v = (void*)gv;
   /* never NULL: the assembly jumps to it. glibc always has dlsym; a process without one gets NULL. */
-  __atomic_store_n(&glibc_dlsym, gs ? (void*)gs : s ? s : (void*)not_found, __ATOMIC_RELEASE);
   __atomic_store_n(&ng_next_dlvsym, v ? v : (void*)not_found, __ATOMIC_RELEASE);
   __atomic_store_n(&ng_next_dlsym, s ? s : (void*)not_found, __ATOMIC_RELEASE);
 }
 
 static inline void ensure_init(void) {
   if (!__atomic_load_n(&ng_next_dlsym, __ATOMIC_ACQUIRE)) init();
-}
-
-void* ng_dl_sym(void* handle, const char* name) {
-  ensure_init();
-  return ((void* (*)(void*, const char*))__atomic_load_n(&glibc_dlsym, __ATOMIC_ACQUIRE))(handle, name);
 }
 
 static void* next_sym(void* handle, const char* name) {
@@ -116,7 +95,6 @@ static void* next_vsym(void* handle, const char* name, const char* version) {
 }
 #elif !defined(NG_NO_IFUNC) /* another architecture: no interposer; glibc's own dlsym is the next one */
 static inline void ensure_init(void) {}
-void* ng_dl_sym(void* handle, const char* name) { return dlsym(handle, name); }
 static void* next_sym(void* handle, const char* name) { return dlsym(handle, name); }
 static void* next_vsym(void* handle, const char* name, const char* version) { return dlvsym(handle, name, version); }
 #endif
@@ -259,6 +237,4 @@ __asm__(".text\n"
         ".cfi_endproc\n"
         ".size dlvsym, .-dlvsym\n");
 
-#elif defined(NG_NO_IFUNC) /* the shim linked into a test program: no interposer */
-void* ng_dl_sym(void* handle, const char* name) { return dlsym(handle, name); }
 #endif

@@ -1,8 +1,17 @@
-/* A dynamic symbol of a loaded object, read from its own ELF tables (GNU or SysV hash): no dlsym, no
+/* Symbols found without ncclguard's own dlsym.
+ *
+ * A dynamic symbol of a loaded object, read from its own ELF tables (GNU or SysV hash): no dlsym, no
  * lock, no call into the dynamic linker. Used where dlsym cannot be: inside an indirect function's
- * resolver (exports.c) and to find glibc's own dlvsym before ncclguard's dlsym can answer (dlsym.c).
- * Compiled without sanitizer instrumentation (Makefile), and calls no libc function (a sanitizer
- * intercepts them): both callers can run before a sanitizer runtime is set up. */
+ * resolver (exports.c) and to find glibc's own dlsym and dlvsym before ncclguard's dlsym can answer
+ * (dlsym.c). Compiled without sanitizer instrumentation (Makefile), and calls no libc function (a
+ * sanitizer intercepts them): both callers can run before a sanitizer runtime is set up.
+ *
+ * The dlsym of ncclguard's own lookups (ng_dl_sym: the real NCCL, other copies of libnccl, NVML, the CUDA
+ * driver). ncclguard exports a dlsym of its own (dlsym.c, x86_64), and a call to `dlsym` from inside the
+ * library binds to that one, the first in the global scope: each of ncclguard's lookups would go through
+ * the interposer's decision (its configuration, the resolution of the real NCCL). So they call glibc's
+ * dlsym, read from libc's ELF tables here; RTLD_NEXT is answered relative to ncclguard, as it is for a
+ * plain call. */
 #define _GNU_SOURCE
 #include <link.h>
 
@@ -69,4 +78,23 @@ void* ng_elf_sym(uintptr_t base, const void* dynamic, const char* name) {
     }
   }
   return NULL;
+}
+
+/* glibc's own function `name`, from libc.so.6 (2.34+) or libdl.so.2 (before), by their ELF tables. */
+void* ng_glibc_fn(const char* name) {
+  static const char* const libs[] = {"libc.so.6", "libdl.so.2"};
+  for (int i = 0; i < 2; i++)
+    for (struct link_map* m = _r_debug.r_map; m; m = m->l_next) {
+      if (!m->l_name || !ng_streq(ng_basename(m->l_name), libs[i])) continue;
+      void* f = ng_elf_sym(m->l_addr, m->l_ld, name);
+      if (f) return f;
+    }
+  return NULL;
+}
+
+void* ng_dl_sym(void* handle, const char* name) {
+  static void* glibc_dlsym; /* set once (idempotent: racing threads store the same value) */
+  void* f = __atomic_load_n(&glibc_dlsym, __ATOMIC_ACQUIRE);
+  if (!f && (f = ng_glibc_fn("dlsym")) != NULL) __atomic_store_n(&glibc_dlsym, f, __ATOMIC_RELEASE);
+  return f ? ((void* (*)(void*, const char*))f)(handle, name) : NULL; /* a process without glibc's dlsym */
 }

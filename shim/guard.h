@@ -61,6 +61,27 @@ static inline void* ng_realloc(const char* fp, void* p, size_t size) {
   return NG_FP(fp) ? NULL : realloc(p, size);
 }
 
+/* ---- fork (each module that holds a lock) ---------------------------------------------------
+ * A module with a lock registers its own pthread_atfork handlers with NG_ON_FORK: prepare takes the lock,
+ * parent releases it, child releases it (or makes it anew) and starts the module's state afresh (the
+ * parent's threads, communicators and CUDA context are not the child's). The registration is a constructor
+ * of the module's priority below: the constructors of one shared object run in the order of their
+ * priorities (the linker sorts them), so the handlers are registered in this order whichever module a
+ * process uses first, and fork() runs the prepare handlers in the reverse order: the locks are taken bottom-up (driver
+ * calls, resolution, routing, registry, watchdog, log file), the order in which a thread may nest them, and
+ * released top-down in both processes. A child handler runs with the locks above its own line released and
+ * those below still held: none calls into another module. The CUDA driver's lock (cudrv.c) comes first: its
+ * handlers are registered when the driver is first loaded, after every constructor. docs/DESIGN.md, "Fork". */
+#define NG_FORK_LOG 201      /* log.c: the log file, the statistics */
+#define NG_FORK_WATCH 202    /* agree.c: the watchdog */
+#define NG_FORK_REGISTRY 203 /* registry.c: the tables */
+#define NG_FORK_ROUTE 204    /* route.c: other copies of libnccl, the callers' cache */
+#define NG_FORK_REAL 205     /* real.c: the resolution of the real NCCL */
+#define NG_ON_FORK(order, prepare, parent, child)                                          \
+  __attribute__((constructor(order))) static void ng_on_fork_##order(void) {                \
+    pthread_atfork(prepare, parent, child);                                                 \
+  }
+
 /* ---- configuration (config.c) ---------------------------------------------------------- */
 /* struct ng_config and the enums of its values: generated from the table of variables (vars.def). */
 #include "vars.h"
@@ -113,16 +134,17 @@ const char* ng_version(void);
 int ng_nccl_version(void);
 /* Log (once, at info) where the real NCCL was found; called once the rank is known. */
 void ng_log_source(void);
-void ng_real_fork_lock(int on); /* fork prepare (1), parent and child (0): the resolution lock */
 
 /* The libnccl the real functions come from (resolving them first if need be): its load address
  * (dladdr's dli_fbase) and path; NULL and "" when no libnccl was found. */
 const void* ng_real_lib_base(void);
 const char* ng_real_lib_path(void);
 
-/* ---- dlsym and dlvsym on a libnccl's handle (dlsym.c, elfsym.c) ------------------------------ */
-/* The dlsym ncclguard's own code calls: the next one after ncclguard (glibc's), never its own. */
+/* ---- symbols found without ncclguard's own dlsym (elfsym.c) ---------------------------------- */
+/* The dlsym ncclguard's own code calls: glibc's, never ncclguard's own (dlsym.c). */
 void* ng_dl_sym(void* handle, const char* name);
+/* glibc's own function `name` (dlsym, dlvsym), read from the ELF tables of libc.so.6 or libdl.so.2. */
+void* ng_glibc_fn(const char* name);
 /* The address of `name` defined by the loaded object at `base` whose dynamic section is `dynamic`
  * (link_map's l_addr and l_ld), read from its ELF tables; NULL if it does not define it. */
 void* ng_elf_sym(uintptr_t base, const void* dynamic, const char* name);
@@ -166,7 +188,6 @@ void* ng_lib_entry(const void* found, const char* name);
  * library's own function `id`, or NG_FOREIGN_MISSING when it has none. */
 void* ng_foreign(const void* ra, enum ng_real_id id);
 #define NG_FOREIGN_MISSING ((void*)1)
-void ng_route_fork_lock(int on);
 /* route.c's cache of callers: the address range of each object seen calling a wrapper, with its answer.
  * Entries are written once, before ng_route_n (or the hint) publishes them. */
 struct ng_route_range {
@@ -241,19 +262,17 @@ void ng_line_end(struct ng_line* l, const char* fmt, ...) __attribute__((format(
 /* A free-text line: fn=<fn> msg="..." */
 void ng_log_msg(int level, int dev, const char* fn, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
-void ng_log_after_fork(void);
-void ng_log_fork_lock(int on); /* fork prepare (1), parent and child (0) */
 /* Expand %h (host), %p (pid), %r (rank), %% in a log path; 0 on success, -1 if it does not fit. */
 int ng_expand_path(const char* pat, char* out, size_t cap);
 void ng_log_set_rank(int rank);
 
 /* Counters for the exit summary. */
 enum ng_stat { NG_ST_CALLS, NG_ST_REGISTERED, NG_ST_DEGRADED, NG_ST_RETRIED, NG_ST_ERRORS, NG_ST_NOOPS,
-               NG_ST_COMMS, NG_ST_AGREE, NG_ST_WINDOW_BYTES, NG_ST_WINDOW_BYTES_PEAK, NG_NSTATS };
+               NG_ST_COMMS, NG_ST_AGREE, NG_ST_WINDOWS_LIVE /* registry.c: windows it knows */, NG_ST_WINDOW_BYTES,
+               NG_ST_WINDOW_BYTES_PEAK, NG_NSTATS };
 void ng_stat_add(enum ng_stat s, long n);
 /* The bytes of live windows change by delta (the registry, under its lock); the peak follows. */
 void ng_stat_window_bytes(long delta);
-void ng_stats_reset(void);
 
 /* Monotonic microseconds. */
 double ng_now_us(void);
@@ -267,7 +286,6 @@ int ng_cuda_ok(void); /* 1 if the driver API is usable */
 /* Push the primary context of `dev` (or keep the current one when dev < 0); 0 on success. */
 int ng_cuda_push(int dev, ng_ctx* saved);
 void ng_cuda_pop(ng_ctx saved);
-void ng_cuda_after_fork(void);
 /* Device scratch and a private non-blocking stream on the current context. */
 int ng_cuda_stream_create(ng_stream* s);
 int ng_cuda_stream_destroy(ng_stream s);
@@ -396,9 +414,6 @@ void ng_reg_pool_put(int dev, const struct ng_agree_res* res);
 /* Free the resources that did not fit into the pool (called without the lock; release and tombstone
  * call it). */
 void ng_reg_pool_drain(void);
-/* Free one communicator's agreement resources (agree.c): stream, device scratch, host staging. A
- * stream with work still queued (a round that timed out) is left as it is, with its buffers. */
-void ng_agree_res_free(int dev, const struct ng_agree_res* res);
 
 int ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, int flags, int seq);
 /* A live window of comm registered with exactly these arguments: 1 with *win set. */
@@ -414,9 +429,6 @@ int ng_reg_buf_del(void* handle);
  * ncclCommRegister handle), 0 (neither). */
 enum { NG_HANDLE_WINDOW = 1, NG_HANDLE_BUFFER = 2 };
 int ng_reg_handle_kind(const void* h);
-void ng_reg_reset_after_fork(void);
-void ng_reg_fork_lock(int on);
-long ng_reg_live_windows(void);
 /* After a window of comm was added: 1 when its windows' bytes just went past `budget` (>0), once per
  * crossing (re-armed when they fall back to it or below); *n and *bytes: its live windows and their bytes. */
 int ng_reg_budget_crossed(ncclComm_t comm, double budget, int* n, size_t* bytes);
@@ -498,8 +510,6 @@ struct timespec ng_mono_after(double us);
  * 100 ms); returns *done. */
 int ng_wait_done(pthread_mutex_t* mu, pthread_cond_t* cv, const int* done, double until_us);
 int ng_watch_disarm(struct watch* w);
-void ng_watch_after_fork(void);
-void ng_watch_fork_lock(int lock); /* fork prepare (1) / parent (0): the watchdog's lock */
 /* vote layout: [0, NG_NREASONS) one flag per reason NCCL refuses the buffer for on any path */
 enum {
   NG_VOTE_FIRST_BAD = NG_NREASONS, /* nranks - lowest rank with such a reason */

@@ -66,7 +66,7 @@ void ng_stat_window_bytes(long delta) {
   while (now > peak && !atomic_compare_exchange_weak(&stats[NG_ST_WINDOW_BYTES_PEAK], &peak, now)) {
   }
 }
-void ng_stats_reset(void) {
+static void stats_reset(void) {
   for (int i = 0; i < NG_NSTATS; i++) atomic_store(&stats[i], 0);
 }
 
@@ -197,8 +197,14 @@ static int get_fd(void) {
   return fd;
 }
 
-void ng_log_after_fork(void) {
+/* fork(): the log file's lock is taken before and released after, in both processes; the child's
+ * statistics start at zero (its exit summary counts its own calls). */
+static void fork_prepare(void) { pthread_mutex_lock(&open_lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&open_lock); }
+static void fork_child(void) {
+  pthread_mutex_unlock(&open_lock);
   pthread_mutex_init(&open_lock, NULL);
+  stats_reset();
   /* A path with %p names a file per process: the child opens its own at its first line. */
   if (log_fd > 2 && strstr(ng_cfg.log_file, "%p")) {
     close(log_fd);
@@ -437,7 +443,7 @@ __attribute__((destructor)) static void ng_summary(void) {
   ng_kv_int(&l, "errors", atomic_load(&stats[NG_ST_ERRORS]));
   ng_kv_int(&l, "noops", atomic_load(&stats[NG_ST_NOOPS]));
   ng_kv_int(&l, "agreements", atomic_load(&stats[NG_ST_AGREE]));
-  ng_kv_int(&l, "windows_live", ng_reg_live_windows());
+  ng_kv_int(&l, "windows_live", atomic_load(&stats[NG_ST_WINDOWS_LIVE]));
   ng_kv_int(&l, "window_bytes", atomic_load(&stats[NG_ST_WINDOW_BYTES]));
   ng_kv_int(&l, "window_bytes_peak", atomic_load(&stats[NG_ST_WINDOW_BYTES_PEAK]));
   if (dropped) ng_kv_int(&l, "log_dropped", dropped);
@@ -445,7 +451,4 @@ __attribute__((destructor)) static void ng_summary(void) {
   ng_cfg.log_level = saved;
 }
 
-void ng_log_fork_lock(int on) {
-  if (on) pthread_mutex_lock(&open_lock);
-  else pthread_mutex_unlock(&open_lock);
-}
+NG_ON_FORK(NG_FORK_LOG, fork_prepare, fork_parent, fork_child)

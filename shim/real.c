@@ -219,7 +219,8 @@ const char* ng_last_error(ncclComm_t comm) {
   return s ? s : "";
 }
 
-void ng_real_fork_lock(int on) {
-  if (on) pthread_mutex_lock(&lock);
-  else pthread_mutex_unlock(&lock);
-}
+/* fork(): the resolution lock is taken before and released after, in both processes; the child keeps what
+ * was resolved (the same libraries are mapped there). */
+static void fork_prepare(void) { pthread_mutex_lock(&lock); }
+static void fork_release(void) { pthread_mutex_unlock(&lock); }
+NG_ON_FORK(NG_FORK_REAL, fork_prepare, fork_release, fork_release)

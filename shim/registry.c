@@ -56,7 +56,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct comm_ent* comms;
 static struct win_ent* wins;
 static struct buf_ent* bufs;
-static long live_windows;
 
 /* Tombstones: a ring of the most recent destroyed communicators; older ones are forgotten. */
 #define NG_TOMBSTONES 4096
@@ -91,6 +90,28 @@ static void pool_add_locked(int dev, const struct ng_agree_res* res) {
   spill[nspill++] = (struct pool_ent){dev, *res};
 }
 
+/* Free one communicator's agreement resources: stream, device scratch, host staging. A stream with work
+ * still queued (a round that timed out) is left as it is, with its buffers. */
+static void res_free(int dev, const struct ng_agree_res* r) {
+  if (dev < 0 || !ng_cuda_ok()) { /* no context to free them in: only plain host memory goes */
+    if (!r->pinned) free(r->host);
+    return;
+  }
+  ng_ctx saved;
+  if (ng_cuda_push(dev, &saved)) return;
+  if (r->s && ng_cuda_stream_done(r->s) != 1) {
+    /* a round that timed out may still use them (its all-reduce waits for a peer that left) */
+    ng_cuda_pop(saved);
+    ng_log_msg(NG_LOG_INFO, dev, "agree", "agreement resources with work still queued are left allocated");
+    return;
+  }
+  if (r->s) (void)ng_cuda_stream_destroy(r->s);
+  if (r->buf) (void)ng_cuda_free(r->buf);
+  if (r->pinned) (void)ng_cuda_host_free(r->host);
+  else free(r->host);
+  ng_cuda_pop(saved);
+}
+
 void ng_reg_pool_drain(void) {
   for (;;) {
     pthread_mutex_lock(&lock);
@@ -100,7 +121,7 @@ void ng_reg_pool_drain(void) {
     }
     struct pool_ent e = spill[--nspill];
     pthread_mutex_unlock(&lock);
-    ng_agree_res_free(e.dev, &e.res); /* a CUDA call: never under the registry lock */
+    res_free(e.dev, &e.res); /* a CUDA call: never under the registry lock */
   }
 }
 
@@ -374,7 +395,7 @@ void ng_reg_comm_tombstone(ncclComm_t comm, int state) {
     if (w->comm == comm) {
       HASH_DEL(wins, w);
       free(w);
-      live_windows--;
+      ng_stat_add(NG_ST_WINDOWS_LIVE, -1);
     }
   }
   struct buf_ent *b, *btmp;
@@ -402,14 +423,14 @@ int ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, i
     ng_stat_window_bytes(-(long)old->size);
     HASH_DEL(wins, old);
     free(old);
-    live_windows--;
+    ng_stat_add(NG_ST_WINDOWS_LIVE, -1);
   }
   hash_oom = 0;
   HASH_ADD_PTR(wins, win, w);
   int oom = hash_oom;
   struct comm_ent* e = find(comm);
   if (!oom) {
-    live_windows++;
+    ng_stat_add(NG_ST_WINDOWS_LIVE, 1);
     ng_stat_window_bytes((long)size);
   }
   if (!oom && e) e->v.nwindows++, e->v.wbytes += size;
@@ -455,7 +476,7 @@ int ng_reg_win_del(ncclWindow_t win, int* seq, void** buff, size_t* size) {
     ng_stat_window_bytes(-(long)w->size);
     HASH_DEL(wins, w);
     free(w);
-    live_windows--;
+    ng_stat_add(NG_ST_WINDOWS_LIVE, -1);
   }
   pthread_mutex_unlock(&lock);
   return w != NULL;
@@ -520,13 +541,6 @@ int ng_reg_budget_crossed(ncclComm_t comm, double budget, int* n, size_t* bytes)
   return crossed;
 }
 
-long ng_reg_live_windows(void) {
-  pthread_mutex_lock(&lock);
-  long n = live_windows;
-  pthread_mutex_unlock(&lock);
-  return n;
-}
-
 static void** orphans;
 static size_t norphans, caporphans;
 static void keep_pinned(void* p) {
@@ -540,9 +554,13 @@ static void keep_pinned(void* p) {
   orphans[norphans++] = p;
 }
 
-/* In a forked child: the lock may have been held by a thread that does not exist there, and the
- * parent's communicators cannot be used by the child (NCCL does not support it): start empty. */
-void ng_reg_reset_after_fork(void) {
+/* fork(): prepare takes the lock, the parent releases it, so that a child never inherits it held by a
+ * thread that does not exist there, or a table half-updated. */
+static void fork_prepare(void) { pthread_mutex_lock(&lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&lock); }
+/* In a forked child the parent's communicators cannot be used (NCCL does not support it): start empty. */
+static void fork_child(void) {
+  pthread_mutex_unlock(&lock);
   pthread_mutex_init(&lock, NULL);
   /* The parent's streams are not the child's, and no CUDA work runs here: the host staging of
    * the agreement rounds can go. */
@@ -568,15 +586,9 @@ void ng_reg_reset_after_fork(void) {
   HASH_ITER(hh, wins, w, wtmp) { HASH_DEL(wins, w); free(w); }
   struct buf_ent *b, *btmp;
   HASH_ITER(hh, bufs, b, btmp) { HASH_DEL(bufs, b); free(b); }
-  live_windows = 0;
   memset(tomb_ring, 0, sizeof tomb_ring);
   tomb_next = 0;
   npool = 0; /* the parent's CUDA streams are not the child's */
 }
 
-/* fork(): prepare takes the lock (1), parent and child release it (0), so that a child never inherits
- * it held by a thread that does not exist there, or a table half-updated. */
-void ng_reg_fork_lock(int on) {
-  if (on) pthread_mutex_lock(&lock);
-  else pthread_mutex_unlock(&lock);
-}
+NG_ON_FORK(NG_FORK_REGISTRY, fork_prepare, fork_parent, fork_child)

@@ -29,8 +29,9 @@
  * objects (dl_iterate_phdr) and looks one symbol up, outside any lock of ncclguard's, then records the
  * answer under a mutex that is never held across a call into the dynamic linker. An object that is
  * unloaded and whose addresses are reused by another keeps its first answer (a libnccl is not unloaded
- * while its communicators live). At most NG_NLIBS - 1 other copies get an index; the calls of any further
- * copy that reach ncclguard are refused (ncclInvalidUsage, a WARN), never given to another copy. */
+ * while its communicators live). At most NG_NLIBS - 1 other copies get an index; any further copy is not
+ * guarded: its calls that reach ncclguard go to its own functions untouched, as without ncclguard, never to
+ * another copy (one WARN names it). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
@@ -180,8 +181,8 @@ static void log_fresh(int fresh, const char* path) {
                path, ng_lib_version(fresh), ng_real_lib_path());
   else if (fresh == NG_LIB_FULL)
     ng_log_msg(NG_LOG_WARN, -1, "route",
-               "%s is one libnccl too many in this process (ncclguard handles %d): its calls that reach "
-               "ncclguard are refused with ncclInvalidUsage, never given to another libnccl",
+               "%s is one libnccl too many in this process (ncclguard handles %d): it is not guarded; its calls "
+               "that reach ncclguard go to its own functions untouched, never to another libnccl",
                path, NG_NLIBS);
 }
 
@@ -207,8 +208,7 @@ static int nccl_index_at(uintptr_t addr, uintptr_t pinned) {
  * libnccl). ncclAllReduce: never defined by ncclguard, always by NCCL. Only for an object that links
  * against a libnccl: one that calls through pointers (ctypes' libffi, nccl4py) holds what dlsym.c gave it,
  * which already names its library. No lock held. */
-static int scope_of(const struct find* f, uintptr_t pinned) {
-  if (!f->needs_nccl) return NG_NOT_NCCL;
+static void* scope_sym(const struct find* f) {
   void* s = ng_dl_sym(RTLD_DEFAULT, "ncclAllReduce");
   if (!s && f->path[0]) {
     void* h = dlopen(f->path, RTLD_LAZY | RTLD_NOLOAD);
@@ -217,6 +217,11 @@ static int scope_of(const struct find* f, uintptr_t pinned) {
       dlclose(h);
     }
   }
+  return s;
+}
+static int scope_of(const struct find* f, uintptr_t pinned) {
+  if (!f->needs_nccl) return NG_NOT_NCCL;
+  void* s = scope_sym(f);
   return s ? nccl_index_at((uintptr_t)s, pinned) : NG_NOT_NCCL;
 }
 
@@ -341,21 +346,54 @@ static void* missing(enum ng_real_id id, int lib) {
   return NG_FOREIGN_MISSING;
 }
 
+/* A libnccl beyond the limit has no index and no table of functions: its own function `id` (pnccl<X> first,
+ * then ncclX, kept only if it lies inside it) is looked up on its handle at each call, outside any lock.
+ * Rare: that copy's internal calls of its public functions, and the calls of a library linked against it.
+ * `in` is an address inside the copy (a caller's, or the collective its caller binds to). */
+static void* full_fn(uintptr_t in, enum ng_real_id id) {
+  struct find f;
+  if (!find_object(in, &f) || !f.is_nccl || !f.path[0]) return NULL;
+  void* h = dlopen(f.path, RTLD_LAZY | RTLD_NOLOAD);
+  if (!h) return NULL;
+  char pname[128];
+  snprintf(pname, sizeof pname, "p%s", ng_real_names[id]);
+  void* fn = NULL;
+  for (int i = 0; i < 2 && !fn; i++) {
+    void* s = ng_dl_sym(h, i ? ng_real_names[id] : pname);
+    if (s && (uintptr_t)s >= f.lo && (uintptr_t)s < f.hi) fn = s;
+  }
+  dlclose(h);
+  return fn;
+}
+/* The same for a caller that binds its calls of NCCL to a libnccl beyond the limit. */
+static void* full_scope_fn(uintptr_t caller, enum ng_real_id id) {
+  struct find f;
+  void* s = find_object(caller, &f) ? scope_sym(&f) : NULL;
+  return s ? full_fn((uintptr_t)s, id) : NULL;
+}
+
 void* ng_foreign(const void* ra, enum ng_real_id id) {
   struct ng_route_range r;
   if (!answer_for((uintptr_t)ra, &r)) return NULL;
   if (ng_cfg.disable) { /* pure pass-through: each call to the copy it belongs to, as without ncclguard */
     int k = r.lib != NG_NOT_NCCL ? r.lib : r.scope;
+    if (k == NG_LIB_FULL) {
+      void* f = r.lib == NG_LIB_FULL ? full_fn((uintptr_t)ra, id) : full_scope_fn((uintptr_t)ra, id);
+      return f ? f : missing(id, k);
+    }
     return k > 0 ? ng_lib_fn(k, id) : NULL;
   }
   if (r.lib != NG_NOT_NCCL) { /* called from inside a libnccl: its own call */
     if (r.lib == ng_cur_lib()) return NULL; /* of the library this call runs with */
-    void* f = r.lib == NG_LIB_FULL ? NULL : r.lib == 0 ? ng_real_primary(id) : ng_lib_fn(r.lib, id);
+    void* f = r.lib == NG_LIB_FULL ? full_fn((uintptr_t)ra, id) : r.lib == 0 ? ng_real_primary(id) : ng_lib_fn(r.lib, id);
     return f ? f : missing(id, r.lib);
   }
   /* a caller that binds its NCCL calls to another copy than the primary, through the global names */
   if (r.scope == NG_NOT_NCCL || r.scope == 0 || ng_cur_lib() != 0) return NULL;
-  if (r.scope == NG_LIB_FULL) return missing(id, r.scope);
+  if (r.scope == NG_LIB_FULL) { /* not guarded: that copy's own function, untouched */
+    void* f = full_scope_fn((uintptr_t)ra, id);
+    return f ? f : missing(id, r.scope);
+  }
   void* e = entry_of(r.scope, id);
   return e ? e : missing(id, r.scope);
 }
@@ -444,7 +482,8 @@ static void* entry_of(int k, enum ng_real_id id) {
 }
 #endif
 
-void ng_route_fork_lock(int on) {
-  if (on) pthread_mutex_lock(&mu);
-  else pthread_mutex_unlock(&mu);
-}
+/* fork(): the lock of the ranges and libraries is taken before and released after, in both processes; the
+ * child keeps what it knows (the same objects are mapped there). */
+static void fork_prepare(void) { pthread_mutex_lock(&mu); }
+static void fork_release(void) { pthread_mutex_unlock(&mu); }
+NG_ON_FORK(NG_FORK_ROUTE, fork_prepare, fork_release, fork_release)

@@ -15,6 +15,10 @@ PY=${NG_PYTHON:-python3}
 # g NAME CMD...: under ncclguard, log at info into $T/NAME.*.log; b CMD...: bare. Both set out and rc.
 g() { n=$1; shift; out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/$n.%p.log" fake_run "$@" 2>&1); rc=$?; }
 b() { out=$(bare_run "$@" 2>&1); rc=$?; }
+# own/ownb OUT: a libnccl's own calls of ncclCommWindowDeregister / ncclCommDeregister that reached it (the
+# fake's trace, FAKE_NCCL_TRACE=1, marks them internal)
+own() { echo "$1" | grep -c "ncclCommWindowDeregister(.*) -> ncclSuccess internal"; }
+ownb() { echo "$1" | grep -c "ncclCommDeregister(.*) -> ncclSuccess internal"; }
 
 case "$(uname -m)" in
   x86_64) ;;
@@ -118,8 +122,8 @@ g scoped "$DH" "$NCCL" scoped "$OTHER"
   && lhas scoped 'fn=ncclCommWindowRegister .*decision=register reason=ok' \
   && pass two-libnccl-linked-library-runs-with-its-own || fail two-libnccl-linked-library-runs-with-its-own "$(echo "$out" | grep RESULT) $(why scoped)"
 # more copies than ncclguard has room for (NG_NLIBS = 4: the first and three others): the fourth other copy is
-# answered by glibc, with a WARN naming it (2.29: NCCL itself refuses a NULL communicator, and only ncclguard's
-# log tells who answered)
+# not guarded, its lookups answered by glibc, with a WARN naming it (2.29: NCCL itself refuses a NULL
+# communicator, and only ncclguard's log tells who answered)
 for i in 1 2 3 4; do mkdir -p "$T/copy$i" && cp "$NCCL" "$T/copy$i/libnccl.so.2"; done
 out=$(FAKE_NCCL_VERSION=22907 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/copies.%p.log" fake_run "$DH" "$NCCL" copies \
       "$T/copy1/libnccl.so.2" "$T/copy2/libnccl.so.2" "$T/copy3/libnccl.so.2" "$T/copy4/libnccl.so.2" 2>&1); rc=$?
@@ -128,6 +132,36 @@ out=$(FAKE_NCCL_VERSION=22907 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/copies.%
   && lhas copies "WARN fn=route .*$T/copy4/libnccl.so.2 is one libnccl too many in this process" \
   && lhas copies "INFO fn=dlsym .*dlsym on the handle of $T/copy4/libnccl.so.2 \\(ncclCommWindowRegister\\): not the libnccl" \
   && pass dlsym-libnccl-copies-beyond-the-limit-answered-by-glibc || fail dlsym-libnccl-copies-beyond-the-limit-answered-by-glibc "$(why copies)"
+# ... and its calls that reach ncclguard go to its own functions, untouched, as without ncclguard. Each copy in
+# turn makes a communicator with a window and a buffer registration and destroys it with both live: the
+# destroy deregisters them through the copy's public functions (ncclguard's wrappers, by the global scope),
+# and those calls reach that copy (its trace marks them internal), never another; the first three copies are
+# guarded, the fourth is not (nothing logged for its calls)
+extra="$T/copy1/libnccl.so.2 $T/copy2/libnccl.so.2 $T/copy3/libnccl.so.2"
+b env FAKE_NCCL_TRACE=1 "$DH" "$NCCL" extra $extra "$T/copy4/libnccl.so.2"
+out_bare=$out
+g extra env FAKE_NCCL_TRACE=1 "$DH" "$NCCL" extra $extra "$T/copy4/libnccl.so.2"
+res='RESULT extra 0,0,0,0,0,0 0,0,0,0,0,0 0,0,0,0,0,0 0,0,0,0,0,0'
+[ $rc = 0 ] && echo "$out_bare" | grep -qx "$res" && echo "$out" | grep -qx "$res" \
+  && [ "$(own "$out_bare")" = 4 ] && [ "$(ownb "$out_bare")" = 4 ] && [ "$(own "$out")" = 4 ] && [ "$(ownb "$out")" = 4 ] \
+  && [ "$(echo "$out" | grep -c 'Deregister(')" = 8 ] \
+  && lhas extra "WARN fn=route .*$T/copy4/libnccl.so.2 is one libnccl too many in this process .*: it is not guarded" \
+  && [ "$(logs extra | grep -c 'fn=ncclCommInitRank .*made by ')" = 3 ] && ! lhas extra 'made by [^ ]*copy4' \
+  && [ "$(logs extra | grep -c 'fn=ncclCommWindowRegister .*decision=register reason=ok')" = 3 ] \
+  && pass libnccl-copy-beyond-the-limit-calls-its-own-untouched \
+  || fail libnccl-copy-beyond-the-limit-calls-its-own-untouched "bare: $(echo "$out_bare" | grep -E 'Dereg|RESULT' | tr '\n' ' ') | $(echo "$out" | grep -E 'Dereg|RESULT' | tr '\n' ' ') $(why extra)"
+# a library linked against a libnccl beyond the limit (three other copies took the indices first): its calls
+# through the global names, ncclguard's, go to the copy it binds to, untouched: its communicator and all-reduce
+# work as without ncclguard
+b "$DH" "$NCCL" scoped "$OTHER" $extra
+out_bare=$out
+g scopedextra "$DH" "$NCCL" scoped "$OTHER" $extra
+[ $rc = 0 ] && echo "$out_bare" | grep -q 'RESULT scoped=0' && echo "$out" | grep -q 'RESULT scoped=0' \
+  && echo "$out" | grep -q 'consumer: RESULT ok nranks=1' \
+  && lhas scopedextra "WARN fn=route .*fake-other/libnccl-other.so.2 is one libnccl too many in this process" \
+  && ! lhas scopedextra 'fn=ncclComm(InitAll|WindowRegister) ' \
+  && pass libnccl-copy-beyond-the-limit-linked-library-untouched \
+  || fail libnccl-copy-beyond-the-limit-linked-library-untouched "$(echo "$out" | grep RESULT | tr '\n' ' ') $(why scopedextra)"
 
 # --- Python ctypes, in the style of vLLM's legacy pynccl_wrapper.py -----------------------------------------
 if "$PY" -c 'import ctypes' 2>/dev/null; then
@@ -157,8 +191,6 @@ fi
 # first copy (which does not know the communicator: ncclInvalidArgument, the window left registered).
 mkdir -p "$T/second" && cp "$NCCL" "$T/second/libnccl.so.2"
 SECOND="$T/second/libnccl.so.2"
-own() { echo "$1" | grep -c "ncclCommWindowDeregister(.*) -> ncclSuccess internal"; }
-ownb() { echo "$1" | grep -c "ncclCommDeregister(.*) -> ncclSuccess internal"; }
 for mode in local global; do
   b env FAKE_NCCL_TRACE=1 "$DH" "$NCCL" two "$SECOND" $mode
   out_bare=$out
@@ -206,6 +238,20 @@ out=$(NCCLGUARD_DISABLE=1 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/twodis.%p.lo
 [ $rc = 0 ] && echo "$out" | grep -qx 'RESULT two a=0,0,0,0,0 b=0,0,0,0,0,0' && [ "$(own "$out")" = 2 ] && [ "$(ownb "$out")" = 1 ] \
   && [ -z "$(logs twodis)" ] && ! echo "$out" | grep -q NCCLGUARD && pass two-libnccl-disabled-pure-pass-through \
   || fail two-libnccl-disabled-pure-pass-through "$(echo "$out" | grep -E 'Dereg|RESULT|NCCLGUARD' | head -4) $(logs twodis | head -2)"
+# NCCLGUARD_DISABLE=1 and a library linked against a second copy: its calls through the global names, which
+# reach the disabled library, go to the copy it binds to (given to the first copy, its communicator would be
+# the first copy's and its all-reduce, bound to its own copy, would fail); nothing is logged
+out=$(NCCLGUARD_DISABLE=1 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/scopeddis.%p.log" fake_run "$DH" "$NCCL" scoped "$OTHER" 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -q 'RESULT scoped=0' && echo "$out" | grep -q 'consumer: RESULT ok nranks=1' \
+  && [ -z "$(logs scopeddis)" ] && ! echo "$out" | grep -q NCCLGUARD && pass two-libnccl-disabled-linked-library-reaches-its-own \
+  || fail two-libnccl-disabled-linked-library-reaches-its-own "rc=$rc $(echo "$out" | grep -E 'RESULT|NCCLGUARD' | head -4) $(logs scopeddis | head -2)"
+# ... and a copy beyond ncclguard's limit: its own internal calls reach it
+out=$(NCCLGUARD_DISABLE=1 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/extradis.%p.log" FAKE_NCCL_TRACE=1 fake_run "$DH" "$NCCL" extra \
+      $extra "$T/copy4/libnccl.so.2" 2>&1); rc=$?
+[ $rc = 0 ] && echo "$out" | grep -qx 'RESULT extra 0,0,0,0,0,0 0,0,0,0,0,0 0,0,0,0,0,0 0,0,0,0,0,0' \
+  && [ "$(own "$out")" = 4 ] && [ "$(ownb "$out")" = 4 ] && [ "$(echo "$out" | grep -c 'Deregister(')" = 8 ] \
+  && [ -z "$(logs extradis)" ] && pass libnccl-copy-beyond-the-limit-disabled-calls-its-own \
+  || fail libnccl-copy-beyond-the-limit-disabled-calls-its-own "rc=$rc $(echo "$out" | grep -E 'Dereg|RESULT|NCCLGUARD' | head -4) $(logs extradis | head -2)"
 # the seed's failure through the second copy's handle: a NULL communicator
 export FAKE_NCCL_VERSION=22809
 b "$DH" "$NCCL" twonull "$SECOND"

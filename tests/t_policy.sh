@@ -68,8 +68,8 @@ g asym --alloc cuda0 --iters 3 --timeout 30
 [ $rc = 0 ] && [ "$(nok)" = 2 ] && lhas asym 'decision=degrade reason=not_vmm' && lhas asym 'decision=degrade reason=peer_not_vmm .*bad_rank=0' \
   && pass asym-degrades-all-ranks || fail asym-degrades-all-ranks "$(why asym)"
 # the same agreed answer on both ranks (the application's result and ncclguard's reason naming rank 0),
-# reached by the agreement in less than half NCCLGUARD_TIMEOUT (8 s; about 1 s under TSan): without the
-# agreement rank 1 gets a timeout after NCCLGUARD_TIMEOUT instead
+# reached by the agreement in less than NCCLGUARD_TIMEOUT (8 s; about 1 s under TSan, unloaded): without the
+# agreement rank 1 gets a timeout after NCCLGUARD_TIMEOUT instead, so the whole run could not end sooner
 t0=$(date +%s%N)
 NCCLGUARD_ON_FAILURE=error g asym-err --alloc cuda0 --expect-reg error --no-allreduce --timeout 30
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
@@ -77,7 +77,7 @@ ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   && [ "$(echo "$out" | grep -Ec '^rank [01]/2: RESULT ok reg=ncclInvalidArgument win=null ')" = 2 ] \
   && [ "$(logs asym-err | grep -Ec '\[0\] NCCLGUARD WARN fn=ncclCommWindowRegister .* win=0x0 .*result=ncclInvalidArgument .*decision=error reason=not_vmm bad_rank=0 msg="registration refused on every rank \(not_vmm\)')" = 1 ] \
   && [ "$(logs asym-err | grep -Ec '\[1\] NCCLGUARD WARN fn=ncclCommWindowRegister .* win=0x0 .*result=ncclInvalidArgument .*decision=error reason=peer_not_vmm bad_rank=0 msg="registration refused on every rank \(not_vmm\)')" = 1 ] \
-  && ! lhas asym-err 'reason=timeout' && [ "$ms" -lt $((NCCLGUARD_TIMEOUT * 500)) ] \
+  && ! lhas asym-err 'reason=timeout' && [ "$ms" -lt $((NCCLGUARD_TIMEOUT * 1000)) ] \
   && pass asym-error-policy-same-on-all || fail asym-error-policy-same-on-all "${ms}ms $(why asym-err)"
 NCCLGUARD_AGREE=0 g asym-noagree --alloc cuda0 --timeout 6
 [ $rc = 124 ] && echo "$out" | grep -q '^rank 1/2: RESULT fail hang in ncclCommWindowRegister ' \
@@ -150,9 +150,11 @@ g mis --offset 1000 --size 65536 --iters 2
 [ $rc = 0 ] && lhas mis 'decision=degrade reason=misaligned' && pass misaligned-degrades || fail misaligned-degrades "$(why mis)"
 # 2.27: the allocation's base and size must be multiples of 2 MiB (docs/NCCL.md §2). --alloc small maps
 # 1 MiB of a 2 MiB handle (the fake CUDA allows a mapping below its granularity; real CUDA's is 2 MiB):
-# NCCL alone WARNs and answers a NULL window; ncclguard's preflight finds it first and degrades
+# NCCL alone WARNs and answers a NULL window; ncclguard's preflight finds it first and degrades. The two
+# rank processes share stderr: what counts is that each of them WARNed (two process ids), not the lines
 FAKE_NCCL_VERSION=22703 b small-bare --alloc small --size 1M --expect-win null
-[ $rc = 0 ] && [ "$(nok)" = 2 ] && [ "$(grep -c 'requires a 2MB aligned allocation' "$T/small-bare.err")" = 2 ] \
+[ $rc = 0 ] && [ "$(nok)" = 2 ] \
+  && [ "$(grep -oE 'fake-nccl [0-9]+ WARN NCCL window registration requires a 2MB aligned allocation' "$T/small-bare.err" | sort -u | wc -l)" = 2 ] \
   && pass misaligned-2m-2.27-null-window-without || fail misaligned-2m-2.27-null-window-without "rc=$rc $(echo "$out" | grep RESULT | tr '\n' ' ')"
 FAKE_NCCL_VERSION=22703 g small --alloc small --size 1M --expect-win null
 [ $rc = 0 ] && [ "$(nok)" = 2 ] && [ "$(logs small | grep -c 'decision=degrade reason=misaligned')" = 2 ] \

@@ -42,6 +42,7 @@ long long fn_param(const char *name, long long dflt);
 int fn_symmetric(struct ncclComm *c);
 void fn_trace(const char *fn, ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void fn_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void fn_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define ENTER() (fn_depth++)
 /* ENTER() of a collective's public entry: the outermost fake entry (fn_depth 0) records who called
  * it (fn_caller); a nested entry (one fake function reaching another's public symbol) keeps it. */

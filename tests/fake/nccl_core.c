@@ -96,6 +96,20 @@ void fn_trace(const char *fn, ncclResult_t r, const char *fmt, ...)
   if (n > 0) { ssize_t w = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1); (void)w; }
 }
 
+/* A WARN line on stderr, "fake-nccl PID WARN ...", with one write(2): the ranks of one job often share
+ * stderr, and stdio is free to write a long line to an unbuffered stream in several writes, which then
+ * interleave with a peer's (glibc 2.36 here writes it whole; a test counting such lines failed elsewhere). */
+void fn_warn(const char *fmt, ...)
+{
+  char msg[400], line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  int n = snprintf(line, sizeof line, "fake-nccl %d WARN %s\n", (int)getpid(), msg);
+  if (n > 0) { ssize_t w = write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1); (void)w; }
+}
+
 static pthread_mutex_t err_lock = PTHREAD_MUTEX_INITIALIZER;
 static char last_error[512];
 

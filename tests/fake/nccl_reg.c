@@ -339,8 +339,8 @@ static ncclResult_t sym_obtain(struct ncclComm *c, const void *buff, size_t size
     if (!pp) {
       fn_set_error("Allocation failed. No suitable space found to accommodate size=0x%lx within limit=0x%lx",
                    (long)span, (long)c->big_size);
-      fprintf(stderr, "fake-nccl %d WARN Allocation failed. No suitable space found to accommodate size=0x%lx "
-              "within limit=0x%lx\n", (int)getpid(), (long)span, (long)c->big_size);
+      fn_warn("Allocation failed. No suitable space found to accommodate size=0x%lx within limit=0x%lx",
+              (long)span, (long)c->big_size);
       for (int i = 0; i < nseg; i++) cuMemRelease(hs[i]);
       free(hs);
       r = ncclInternalError;
@@ -449,8 +449,8 @@ static ncclResult_t reg_call_227(struct ncclComm *c, struct reg_arg *a)
   CUresult cr0 = cuMemGetAddressRange(&b0, &s0, (CUdeviceptr)(uintptr_t)a->buff);
   if (cr0 != CUDA_SUCCESS) return cuda_fail(cr0, "cuMemGetAddressRange");
   if (b0 % MB2 || s0 % MB2 || !((uintptr_t)a->buff + a->size <= (uintptr_t)b0 + s0)) {
-    fprintf(stderr, "fake-nccl %d WARN NCCL window registration requires a 2MB aligned allocation containing the "
-            "buffer (buff %p size %zu)\n", (int)getpid(), a->buff, a->size);
+    fn_warn("NCCL window registration requires a 2MB aligned allocation containing the buffer (buff %p size %zu)",
+            a->buff, a->size);
     a->skip = 1;
     return ncclSuccess;
   }

@@ -11,9 +11,10 @@
  *            a collective (object, offset from its base), a missing name (NULL, dlerror's text), dlerror
  *            after a redirected lookup that followed a failed dlopen, the object of each wrapped name
  *            listed on stdin, RTLD_NEXT from a library after ncclguard (libnextprobe.so)
- *   scoped LIBCONSUMER  LIBNCCL's ncclCommInitRank looked up (ncclguard settles on LIBNCCL), then a library
- *            linked against another libnccl loaded RTLD_LOCAL and its consumer_run(-n 1) called: it calls
- *            NCCL through the global names, ncclguard's, and its collectives go to its own libnccl:
+ *   scoped LIBCONSUMER [LIB...]  LIBNCCL's ncclCommInitRank looked up (ncclguard settles on LIBNCCL), each
+ *            LIB loaded and ncclCommWindowRegister looked up on its handle, then a library linked against
+ *            another libnccl loaded RTLD_LOCAL and its consumer_run(-n 1) called: it calls NCCL through the
+ *            global names, ncclguard's, and its collectives go to its own libnccl:
  *            "RESULT scoped=<consumer_run's status>"
  *   twogroup LIBB  a group open on LIBNCCL (ncclGroupStart) while LIBB, loaded RTLD_LOCAL, registers a window in
  *            a group of its own on a communicator of its own; each copy of NCCL has its own group, so LIBB's
@@ -24,6 +25,10 @@
  *            "RESULT late init=.. reg=.. allreduce=.. destroy=.."
  *   copies LIB...  LIBNCCL's ncclCommInitRank looked up, then each LIB loaded in turn and
  *            ncclCommWindowRegister(NULL, ...) found on its handle: "RESULT copies <rc> <rc> ..."
+ *   extra LIB...  LIBNCCL's ncclCommInitRank looked up, then each LIB in turn loaded and, through its handle,
+ *            a communicator with a window and a buffer registration, destroyed with both live (LIB deregisters
+ *            them itself, through its own public functions; under ncclguard each LIB takes one of its
+ *            indices while there are some): "RESULT extra uid,init,alloc,reg,breg,destroy ..." (one per LIB)
  *   two LIBB two copies of libnccl, both RTLD_LOCAL (PyTorch's and a binding's): a communicator on LIBNCCL
  *            with a window, then LIBB loaded and a communicator on it with a window and a buffer
  *            registration, destroyed with both live (LIBB deregisters them itself, through its own public
@@ -93,6 +98,10 @@ int main(int argc, char** argv) {
            w ? "set" : "NULL", r5, r6);
   } else if (!strcmp(c, "scoped") && argc > 3) {
     if (!dlsym(h, "ncclCommInitRank")) { printf("RESULT scoped lookup failed\n"); return 0; }
+    for (int i = 4; i < argc; i++) { /* other copies first, each looked up on its handle */
+      void* hb = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
+      if (!hb || !dlsym(hb, "ncclCommWindowRegister")) { fprintf(stderr, "dlsym_handle: %s: %s\n", argv[i], dlerror()); return 2; }
+    }
     void* hc = dlopen(argv[3], RTLD_NOW | RTLD_LOCAL);
     int (*run)(int, char**) = hc ? (int (*)(int, char**))dlsym(hc, "consumer_run") : NULL;
     if (!run) { fprintf(stderr, "dlsym_handle: %s\n", dlerror()); return 2; }
@@ -153,6 +162,33 @@ int main(int argc, char** argv) {
       if (!reg) { fprintf(stderr, "dlsym_handle: %s: %s\n", argv[i], dlerror()); return 2; }
       ncclWindow_t w = NULL;
       snprintf(line + strlen(line), sizeof line - strlen(line), " %d", (int)reg(NULL, buf, sizeof buf, &w, 0));
+    }
+    printf("%s\n", line);
+  } else if (!strcmp(c, "extra") && argc > 3) {
+    if (!dlsym(h, "ncclCommInitRank")) { printf("RESULT extra lookup failed\n"); return 0; }
+    char line[1024] = "RESULT extra";
+    for (int i = 3; i < argc; i++) {
+      void* hl = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
+      if (!hl) { fprintf(stderr, "dlsym_handle: %s\n", dlerror()); return 2; }
+      ncclResult_t (*uid)(ncclUniqueId*) = (ncclResult_t(*)(ncclUniqueId*))dlsym(hl, "ncclGetUniqueId");
+      ncclResult_t (*init)(ncclComm_t*, int, ncclUniqueId, int) =
+          (ncclResult_t(*)(ncclComm_t*, int, ncclUniqueId, int))dlsym(hl, "ncclCommInitRank");
+      ncclResult_t (*alloc)(void**, size_t) = (ncclResult_t(*)(void**, size_t))dlsym(hl, "ncclMemAlloc");
+      reg_t reg = (reg_t)dlsym(hl, "ncclCommWindowRegister");
+      ncclResult_t (*breg)(ncclComm_t, void*, size_t, void**) =
+          (ncclResult_t(*)(ncclComm_t, void*, size_t, void**))dlsym(hl, "ncclCommRegister");
+      ncclResult_t (*destroy)(ncclComm_t) = (ncclResult_t(*)(ncclComm_t))dlsym(hl, "ncclCommDestroy");
+      if (!uid || !init || !alloc || !reg || !breg || !destroy) { printf("RESULT extra lookup failed\n"); return 0; }
+      ncclUniqueId id;
+      ncclComm_t comm = NULL;
+      void *b = NULL, *bh = NULL;
+      ncclWindow_t w = NULL;
+      int r[6];
+      r[0] = uid(&id), r[1] = init(&comm, 1, id, 0), r[2] = alloc(&b, 1 << 21);
+      r[3] = reg(comm, b, 1 << 21, &w, NCCL_WIN_COLL_SYMMETRIC);
+      r[4] = breg(comm, b, 1 << 21, &bh);
+      r[5] = destroy(comm);
+      snprintf(line + strlen(line), sizeof line - strlen(line), " %d,%d,%d,%d,%d,%d", r[0], r[1], r[2], r[3], r[4], r[5]);
     }
     printf("%s\n", line);
   } else if (!strcmp(c, "twonull") && argc > 3) {

@@ -93,14 +93,14 @@ static void tear_down(struct set* s) {
 }
 
 /* --busy: register/deregister in a loop on a 1-rank communicator until stop is set */
-static volatile int stop;
+static int stop; /* read and written atomically */
 static ncclComm_t busy_comm;
 static void* busy_buf;
 static long busy_cycles;
 static void* busy_loop(void* arg) {
   size_t size = *(size_t*)arg;
   cudaSetDevice(0);
-  while (!stop) {
+  while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
     ncclWindow_t w = NULL;
     if (ncclCommWindowRegister(busy_comm, busy_buf, size, &w, NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess) break;
     if (ncclCommWindowDeregister(busy_comm, w) != ncclSuccess) break;
@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
   if (pid == 0) exit(child(size, null_part, s.buf[0]));
 
   if (busy_on) {
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
     pthread_join(th, NULL);
     ng_say("fork_after parent: busy thread did %ld register/deregister cycles", busy_cycles);
     MUST("ncclCommDestroy(busy)", ncclCommDestroy(busy_comm));

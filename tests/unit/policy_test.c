@@ -85,9 +85,6 @@ int ng_watch_disarm(struct watch* w) {
   (void)w;
   return watchdog_fires;
 }
-void ng_watch_after_fork(void) {}
-void ng_watch_fork_lock(int on) { (void)on; }
-void ng_agree_res_free(int dev, const struct ng_agree_res* res) { (void)dev, (void)res; }
 
 /* ---- what the peers say ---------------------------------------------------------------------- */
 #define RANK 1
