@@ -4,6 +4,10 @@
 #define FAKE_NCCL_H
 #include <cuda.h>
 #include <nccl.h>
+/* an nccl.h older than 2.28.7 (a GPU host's system NCCL 2.28.3, say) lacks the revoke flag */
+#ifndef NCCL_REVOKE_DEFAULT
+#define NCCL_REVOKE_DEFAULT 0
+#endif
 #include <pthread.h>
 #include <stdint.h>
 #include <uthash.h>
