@@ -53,16 +53,17 @@ if ! make -C "$NG_ROOT" -s BUILD="$FPB" FAILPOINTS=1 lib >"$T/fpbuild.log" 2>&1;
   exit 0
 fi
 # NG_FAILWALK_RANKS: the rank counts to walk (default 2, what CI runs; "3 4": the documented longer run,
-# its result in tests/failpoints-RESULTS.md)
+# its result in tests/failpoints-RESULTS.md); NG_FAILWALK_VERSIONS: the fakes' versions (default all four);
+# NG_FAILWALK_JOBS: cases run at once (default 4)
 total=0; splits=0; waits=0
 for nr in ${NG_FAILWALK_RANKS:-2}; do
-for v in 22809 23007 22907 22707; do
+for v in ${NG_FAILWALK_VERSIONS:-22809 23007 22907 22707}; do
   for s in appgroup group one dereg nonblocking cold; do
     # (the fake's nonblocking initialisation takes 400 ms unless told otherwise: well inside the timeout here)
     # each walk's collectives go to a mismatch file of its own, added to the script's after the walk counts
     walk() { : >"$T/mm"; FAKE_NCCL_MISMATCH_FILE="$T/mm" NCCLGUARD_LOG=off FAKE_NCCL_VERSION=$v FAKE_NCCL_INIT_DELAY_MS=100 \
           LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="$FPB/libncclguard.so" \
-          timeout -k 2 1800 "$PROGS/failwalk" -s $s -n $nr --timeout-ms 400 --jobs 4 2>&1; }
+          timeout -k 2 1800 "$PROGS/failwalk" -s $s -n $nr --timeout-ms 400 --jobs ${NG_FAILWALK_JOBS:-4} 2>&1; }
     out=$(walk); rc=$?
     [ -s "$T/mm" ] && rc=1
     if [ $rc != 0 ]; then
