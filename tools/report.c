@@ -30,20 +30,26 @@ static const char *usage_text =
     "argument when the input is not a terminal), and prints per communicator (cid) and window (seq) how many ranks registered,\n"
     "retried, degraded, failed or have no line at all, with min/median/max duration; the\n"
     "windows where ranks decided differently or some ranks never arrived (the signature of\n"
-    "a hang), with those ranks; and the first error with a diagnosis.\n"
+    "a hang), with those ranks; and the first error with a diagnosis. Then, where the logs have\n"
+    "them: per communicator the first step where the ranks' windows differ in size or flags\n"
+    "(layouts that part); the calls into NCCL that had not returned within NCCLGUARD_TIMEOUT,\n"
+    "by call (overdue); and the registered memory: live windows and bytes per rank, the last\n"
+    "logged and the peak, budget warnings, and each process's exit summary.\n"
     "\n"
     "The logs must be written at NCCLGUARD_LOG=info or trace (ncclguard-run --log-dir does\n"
     "that): at the default level, warn, successful registrations are not logged.\n"
     "\n"
     "Options:\n"
     "  --json         one JSON document instead of text\n"
-    "  -q, --quiet    only the summary line, the divergent windows and the first error\n"
+    "  -q, --quiet    only the summary line, the divergent windows, layouts that part, overdue\n"
+    "                 calls and the first error\n"
     "  --trace FILE   also write a Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev): one\n"
     "                 track per rank (process: host, thread: rank), one slice per intercepted call\n"
     "                 (its time and duration; text logs have no times: calls laid end to end),\n"
     "                 the line's keys (decision, reason, arguments) as its args\n"
     "  --html FILE    also write the outcome grid as a picture, one self-contained HTML file (no\n"
-    "                 network): ranks x registrations, one colour per decision, divergent marked\n"
+    "                 network): ranks x registrations, one colour per decision, divergent marked;\n"
+    "                 the sections in words, and a plot of each communicator's registered bytes\n"
     "  --picture FILE the same as --html\n"
     "  --version      the version of ncclguard\n"
     "  -h, --help     this text\n"
@@ -54,16 +60,26 @@ static const char *usage_text =
     "  register, degrade, error, pass  a rank's outcome: registered; the buffer used unregistered\n"
     "                 on every rank (*win = NULL); an error returned; handed to NCCL unchanged\n"
     "  stuck          the rank logged the start of that registration but no outcome: blocked in\n"
-    "                 NCCL or in the agreement, or killed\n"
+    "                 NCCL or in the agreement, or killed (a window's cell, from its lines)\n"
+    "  overdue        a call into NCCL that had not returned within NCCLGUARD_TIMEOUT, as\n"
+    "                 ncclguard's watchdog logged it (fn=stuck lines): which call, which ranks,\n"
+    "                 the step and the longest wait; the call may have returned later (then the\n"
+    "                 window has an outcome, e.g. error) or never (then its cell is stuck too)\n"
     "  missing        the rank logged nothing for that registration: it never got there (an earlier\n"
     "                 failure, a crash, still computing); its peers wait for it\n"
     "  divergent      a window whose ranks do not all have the same outcome (stuck and missing\n"
     "                 included): the signature of a hang; a stuck window: every rank stuck\n"
+    "  layouts part   at one step (seq) the ranks registered windows of different sizes or\n"
+    "                 flags, or a rank logged reason=layout_mismatch: the first such step per\n"
+    "                 communicator, with each rank's size and flags\n"
+    "  live windows   a communicator's windows registered and not yet deregistered, and their\n"
+    "                 bytes (comm_windows, comm_bytes), per rank: the last logged and the peak\n"
     "  rank -1        a line without a rank: a registration on a NULL communicator (PyTorch's lazy\n"
     "                 communicator), counted apart from the communicators\n"
     "\n"
-    "Exit status: 0 nothing divergent and no error, 1 divergent windows or errors,\n"
-    "2 usage error, unreadable input, or no log in it (a directory without *.log or *.jsonl).\n"
+    "Exit status: 0 nothing divergent, no error and no overdue call; 1 divergent windows,\n"
+    "errors or overdue calls; 2 usage error, unreadable input, or no log in it (a directory\n"
+    "without *.log or *.jsonl).\n"
     "\n"
     "Documentation: tools/README.md and docs/ of the source tree; installed with pip, the same\n"
     "paths under the folder that python -m ncclguard --docs prints.\n";
@@ -254,6 +270,7 @@ static const struct {
 /* key name -> row: an open-addressing table built once; NCCLGUARD_* keys map to the prefix row */
 #define KH 256
 static int16_t key_slot[KH];
+static int key_len[K_N]; /* strlen of each name, once */
 static unsigned key_hash(const char *k, int n) {
   unsigned h = 2166136261u;
   for (int i = 0; i < n; i++) h = (h ^ (unsigned char)k[i]) * 16777619u;
@@ -262,15 +279,15 @@ static unsigned key_hash(const char *k, int n) {
 static void keys_init(void) {
   for (int i = 0; i < KH; i++) key_slot[i] = -1;
   for (int r = 0; r < K_N; r++) {
-    unsigned h = key_hash(schema_keys[r].name, (int)strlen(schema_keys[r].name)) % KH;
+    key_len[r] = (int)strlen(schema_keys[r].name);
+    unsigned h = key_hash(schema_keys[r].name, key_len[r]) % KH;
     while (key_slot[h] >= 0) h = (h + 1) % KH;
     key_slot[h] = (int16_t)r;
   }
 }
 static int key_row(const char *k, int n) {
   for (unsigned h = key_hash(k, n) % KH; key_slot[h] >= 0; h = (h + 1) % KH) {
-    const char *name = schema_keys[key_slot[h]].name;
-    if ((int)strlen(name) == n && memcmp(name, k, (size_t)n) == 0) return key_slot[h];
+    if (key_len[key_slot[h]] == n && memcmp(schema_keys[key_slot[h]].name, k, (size_t)n) == 0) return key_slot[h];
   }
   if (n > 10 && memcmp(k, "NCCLGUARD_", 10) == 0) return K_NCCLGUARD_;
   return -1;
@@ -1845,7 +1862,7 @@ static void text_problems(comm **corder) {
 static void text_memory(comm **corder) {
   if (!mem_any()) return;
   static char b[1 << 16];
-  printf("\nregistered memory (windows still registered per rank, from comm_windows and comm_bytes):\n");
+  printf("\nregistered memory (live windows and their bytes per rank, from comm_windows and comm_bytes):\n");
   for (int ci = 0; ci < n_comms; ci++) {
     comm *c = corder[ci];
     if (!c->has_mem && !c->budget_warns) continue;
@@ -2109,7 +2126,7 @@ static void mem_svg(FILE *f, const comm *c) {
 static void html_memory(FILE *f, comm **corder) {
   if (!mem_any()) return;
   static char b[1 << 16];
-  fputs("<h2>registered memory</h2>\n<p>Windows still registered per rank, from the <code>comm_windows</code> and "
+  fputs("<h2>registered memory</h2>\n<p>Live windows and their bytes per rank, from the <code>comm_windows</code> and "
         "<code>comm_bytes</code> of each registration and deregistration; the plot: each communicator's registered bytes "
         "over the run, one line per group of ranks whose figures are the same.</p>\n", f);
   for (int ci = 0; ci < n_comms; ci++) {
