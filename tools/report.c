@@ -1517,7 +1517,7 @@ static void ranks_words(char *out, size_t max, const uint8_t *cls, int n, int wa
 }
 
 #define MAX_LGROUPS 16
-static int n_parted;
+static int n_parted, n_parted_mismatch;
 
 /* the window where the ranks' layouts part: groups of ranks by (size, flags), in words and JSON */
 static void build_part(const wsum *s) {
@@ -1592,6 +1592,7 @@ static void build_part(const wsum *s) {
   p->json = j.p;
   s->c->part = p;
   n_parted++;
+  n_parted_mismatch += nmm > 0;
   free(g);
   free(mm);
 }
@@ -1968,7 +1969,8 @@ static void html_esc(FILE *f, const char *s) {
 static void html_problems(FILE *f, comm **corder) {
   static char b[1 << 16];
   if (n_parted) {
-    fputs("<h2 class=\"div\">window layouts that part</h2>\n<p>The first step where the ranks registered windows of "
+    fprintf(f, "<h2%s>window layouts that part</h2>\n<p>The first step", n_parted_mismatch ? " class=\"div\"" : "");
+    fputs(" where the ranks registered windows of "
           "different sizes or flags (or a rank logged <code>layout_mismatch</code>), per communicator:</p>\n<pre class=\"layout\">", f);
     for (int ci = 0; ci < n_comms; ci++)
       if (corder[ci]->part) {
@@ -2029,7 +2031,8 @@ static void mem_svg(FILE *f, const comm *c) {
     else grp[r] = MAX_MGROUPS;
   }
   int ts = c->all_ts && tset;
-  double x0 = ts ? 0 : 1, x1 = ts ? t1 - t0 : maxn;
+  /* text logs: the i-th change at x = i, each value held until the next, the last one half a step */
+  double x0 = ts ? 0 : 0.5, x1 = ts ? t1 - t0 : maxn + 0.5;
   if (x1 <= x0) x1 = x0 + 1;
   if (ymax <= 0) ymax = 1;
   /* the lines drawn: the groups with the highest peaks */
@@ -2050,9 +2053,12 @@ static void mem_svg(FILE *f, const comm *c) {
     fmt_bytes(lab, sizeof lab, v);
     fprintf(f, "<path d=\"M%.0f %.1f H%.0f\" stroke=\"#ddd\"/><text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", L, y,
             L + W, L - 5, y + 4, lab);
-    double xv = x0 + (x1 - x0) * i / 2, x = L + W * i / 2;
+    double xv = ts ? x0 + (x1 - x0) * i / 2 : i == 0 ? 1 : i == 1 ? (maxn + 1) / 2 : maxn;
+    double x = L + W * (xv - x0) / (x1 - x0);
     if (ts) snprintf(lab, sizeof lab, "%.3g s", xv);
     else snprintf(lab, sizeof lab, "%lld", (long long)xv);
+    if (!ts && i == 1 && (maxn + 1) / 2 <= 1) continue; /* one tick per value */
+    if (!ts && i == 2 && maxn <= 1) continue;
     fprintf(f, "<path d=\"M%.1f %.0f V%.0f\" stroke=\"#444\"/><text x=\"%.1f\" y=\"%.0f\" text-anchor=\"%s\">%s</text>\n", x, T + H,
             T + H + 4, x, T + H + 16, i == 0 ? "start" : i == 2 ? "end" : "middle", lab);
   }
@@ -2094,7 +2100,7 @@ static void mem_svg(FILE *f, const comm *c) {
       col = (int)px;
     }
     if (pend) fprintf(f, "V%.1fV%.1fV%.1f", lo, hi, last);
-    fputs("\"/>\n", f);
+    fprintf(f, "H%.1f\"/>\n", L + W); /* the last value logged holds to the end */
   }
   fputs("</svg>\n<p class=\"axes\">", f);
   static char l[1 << 16];
