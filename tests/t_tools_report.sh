@@ -275,7 +275,7 @@ out=$("$REP" -q "$T/stk" 2>&1); rc=$?
 j=$(jsq "$T/stk.json" '[(o["call"], o["seq"], o["ranks"], o["count"], o["nranks"], o["us_max"] >= 2e6) for o in d["overdue_calls"]] + [d["stuck"], d["status"]]')
 if [ $rc = 1 ] && echo "$out" | grep -q '^calls overdue in NCCL (had not returned within NCCLGUARD_TIMEOUT' \
    && echo "$out" | grep -Eq '^  ncclCommWindowRegister, comm [0-9a-f]{16}, step 0: ranks 0-1 \(2 of 2\), longest 2\.[0-9]{2}s \(rank [01]\)$' \
-   && echo "$out" | grep -q ', 0 divergent, 0 stuck, 2 error lines$' \
+   && echo "$out" | grep -q ', 0 divergent, 0 stuck, 2 error lines, 1 overdue call$' \
    && echo "$out" | grep -q 'the ranks named under "calls overdue in NCCL" waited inside NCCL there' && ! echo "$out" | grep -q 'never reached' \
    && [ "$j" = "[('ncclCommWindowRegister', 0, '0-1', 2, 2, True), 0, 'problems']" ] \
    && grep -Eq '^<pre class="overdue">ncclCommWindowRegister, comm [0-9a-f]{16}, step 0: ranks 0-1 \(2 of 2\)' "$T/stk.html"; then
@@ -295,7 +295,7 @@ else fail report-overdue-calls "rc=$rc $(echo "$out" | grep -A2 'overdue' | tr '
 } >"$T/od.log"
 out=$("$REP" "$T/od.log" 2>&1); rc=$?
 "$REP" --html "$T/od.html" "$T/od.log" >/dev/null 2>&1
-if [ $rc = 1 ] && echo "$out" | grep -q '^  ncclCommWindowRegister, comm 00000000000000cc, step 1: ranks 0,2 (2 of 4), longest 7.00s (rank 2); not reported by ranks 1,3$' \
+if [ $rc = 1 ] && echo "$out" | grep -q ', 0 error lines, 2 overdue calls$' && echo "$out" | grep -q '^  ncclCommWindowRegister, comm 00000000000000cc, step 1: ranks 0,2 (2 of 4), longest 7.00s (rank 2); not reported by ranks 1,3$' \
    && echo "$out" | grep -q '^  <i>round, comm 00000000000000cc: rank 1 (1 of 4), longest 3.00s (rank 1); not reported by ranks 0,2-3$' \
    && echo "$out" | grep -Eq '^ +1 +0 +0 +0 +0 +0 +2 +2 .*DIVERGENT$' \
    && grep -q '&lt;i&gt;round, comm 00000000000000cc: rank 1' "$T/od.html" && ! grep -q '<i>round' "$T/od.html"; then

@@ -2175,6 +2175,7 @@ static int write_html(const char *path, const wsum *ws, int nw, comm **corder, i
           n_div ? "<span class=\"div\">" : "", n_div, n_div ? "</span>" : "", n_stuck ? "<span class=\"div\">" : "", n_stuck,
           n_stuck ? "</span>" : "", n_error_lines ? "<span class=\"div\">" : "", n_error_lines, n_error_lines == 1 ? "" : "s",
           n_error_lines ? "</span>" : "");
+  if (n_ods) fprintf(f, "<p><span class=\"div\">%d overdue call%s</span> into NCCL: below.</p>\n", n_ods, n_ods == 1 ? "" : "s");
   /* the first error, the first degraded window and every reason, in words (escaped: a log is input) */
   static char txt[16384];
   if (ferr.set) {
@@ -2427,9 +2428,11 @@ int main(int argc, char **argv) {
   char nulls[96] = "";
   if (n_null_comm)
     snprintf(nulls, sizeof nulls, ", %ld registration%s on a NULL communicator", n_null_comm, n_null_comm == 1 ? "" : "s");
-  printf("ncclguard-report: %ld file%s, %ld lines, %d communicator%s, %d window%s%s, %d divergent, %d stuck, %ld error line%s\n",
+  char overdues[64] = ""; /* only where there are some: the line reads as before otherwise */
+  if (n_ods) snprintf(overdues, sizeof overdues, ", %d overdue call%s", n_ods, n_ods == 1 ? "" : "s");
+  printf("ncclguard-report: %ld file%s, %ld lines, %d communicator%s, %d window%s%s, %d divergent, %d stuck, %ld error line%s%s\n",
          n_files, n_files == 1 ? "" : "s", n_lines, n_comms, n_comms == 1 ? "" : "s", nw, nw == 1 ? "" : "s", nulls, n_div,
-         n_stuck, n_error_lines, n_error_lines == 1 ? "" : "s");
+         n_stuck, n_error_lines, n_error_lines == 1 ? "" : "s", overdues);
   if (n_events == 0)
     printf("no ncclguard lines found: were the logs written with NCCLGUARD_LOG=info (ncclguard-run --log-dir DIR)?\n");
 
