@@ -181,7 +181,7 @@ out2=$("$REP" "$T/nccl.log" 2>&1)
 echo "$out2" | grep -q '^  diagnosis: ' && pass report-diagnosis-when-new || fail report-diagnosis-when-new "$out2"
 # every term the report prints is defined once in --help and in tools/README.md
 help=$("$REP" --help 2>&1); bad=""
-for term in 'rank -1' stuck missing divergent; do
+for term in 'rank -1' stuck missing divergent overdue 'layouts part' 'live windows'; do
   [ "$(echo "$help" | grep -c "^  $term  ")" = 1 ] || bad="$bad help:$term"
   grep -q "^| \`$term\` |" "$NG_ROOT/tools/README.md" || bad="$bad README:$term"
 done
@@ -223,3 +223,133 @@ if [ -n "$CHROME" ]; then
     pass "report-html-labels-drawn (ranks: $ranks)"
   else fail report-html-labels-drawn "ranks '$ranks'; $(echo "$dom" | grep -o '<h2>[^<]*</h2>\|columns: [^<]*' | head -3 | tr '\n' '|')"; fi
 else echo "# skip report-html-labels-drawn: no chromium"; fi
+
+# ---------------------------------------------------------------- layouts that part, overdue calls, registered memory
+# Logs the library writes (the fake NCCL; tests/t_policy.sh and tests/t_faults.sh check the lines themselves),
+# and hand-written lines in the same format where a case needs what no program makes.
+lib_logs() { # lib_logs DIR [VAR=VALUE...] -- PROG ARGS...: the library's info-level logs of PROG into DIR
+  d=$1; shift; mkdir -p "$d"
+  while [ "$1" != -- ]; do export_list="${export_list:-} $1"; shift; done; shift
+  env $export_list NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$d/%p.log" \
+    LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="$SHIM" timeout -k 2 60 "$@" >"$d.out" 2>&1
+  export_list=""
+}
+jsq() { "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@" 2>&1; }
+
+# 1. Layouts that part: sizes (2.28.9: refused, degraded on every rank), flags, and sizes that NCCL 2.30.7 takes
+lib_logs "$T/lay" FAKE_NCCL_VERSION=22809 -- "$PROGS/faults" layout-sizes --timeout 20
+lib_logs "$T/layf" FAKE_NCCL_VERSION=22809 -- "$PROGS/faults" layout-flags --timeout 20
+lib_logs "$T/lay7" FAKE_NCCL_VERSION=23007 -- "$PROGS/faults" layout-sizes --timeout 20
+out=$("$REP" -q "$T/lay" 2>&1); outf=$("$REP" "$T/layf" 2>&1); out7=$("$REP" "$T/lay7" 2>&1); outc=$("$REP" "$LOGS/clean" 2>&1)
+"$REP" --json "$T/lay" >"$T/lay.json" 2>/dev/null; "$REP" --html "$T/lay.html" "$T/lay" >/dev/null 2>&1
+want='layouts part at step 0: rank 0 2097152 B flags=1, rank 1 4194304 B flags=1 (reason layout_mismatch on ranks 0-1; outcome: degrade 0-1)'
+j=$(jsq "$T/lay.json" '(d["layouts_parted"], d["comms"][0]["layout_part"]["seq"], d["comms"][0]["layout_part"]["groups"], d["comms"][0]["layout_part"]["layout_mismatch"], d["comms"][1:] == [] and d["comms"][0]["layout_part"]["text"] == sys.argv[3])' "$want")
+if echo "$out" | grep -q "^  comm [0-9a-f]\{16\}: $want\$" \
+   && echo "$outf" | grep -q ': layouts part at step 0: rank 0 2097152 B flags=1, rank 1 2097152 B flags=0 (reason layout_mismatch on ranks 0-1; outcome: degrade 0-1)$' \
+   && echo "$out7" | grep -q ': layouts part at step 0: rank 0 2097152 B flags=1, rank 1 4194304 B flags=1 (outcome: register 0-1)$' \
+   && ! echo "$outc" | grep -q 'layouts part' \
+   && [ "$j" = "(1, 0, [{'ranks': '0', 'size': 2097152, 'flags': 1}, {'ranks': '1', 'size': 4194304, 'flags': 1}], '0-1', True)" ] \
+   && sed -n '/<pre class="layout">/,/<\/pre>/p' "$T/lay.html" | grep -q ": $want" \
+   && [ "$(sed -n '/<script/,/<\/script>/p' "$T/lay.html" | grep -c 'layouts part')" = 0 ]; then
+  pass report-layouts-part
+else fail report-layouts-part "$(echo "$out" | grep 'layouts part') | $(echo "$outf$out7" | grep 'layouts part' | tr '\n' '|') | json $j | $(tail -2 "$T/lay.out")"; fi
+# on 4 ranks, the first step that parts, with ranks grouped by size (step 0 alike, step 1 not on rank 2, step 2 not on rank 3)
+for r in 0 1 2 3; do
+  for s in 0 1 2; do
+    sz=1048576; [ $s = 1 ] && [ $r = 2 ] && sz=2097152; [ $s = 2 ] && [ $r = 3 ] && sz=4096
+    printf 'h:%d:%d [%d] NCCLGUARD INFO fn=ncclCommWindowRegister comm=0x1 cid=00000000000000bb rank=%d nranks=4 buff=0x7f0000000000 size=%d flags=1 win=0x5 seq=%d result=ncclSuccess us=5.0 decision=register reason=ok comm_windows=%d comm_bytes=%d msg="registered"\n' \
+      $r $r $r $r $sz $s $((s + 1)) $(( (s + 1) * 1048576 ))
+  done
+done >"$T/lay4.log"
+out=$("$REP" "$T/lay4.log" 2>&1)
+if echo "$out" | grep -q '^  comm 00000000000000bb: layouts part at step 1: ranks 0-1,3 1048576 B flags=1, rank 2 2097152 B flags=1 (outcome: register 0-3)$' \
+   && [ "$(echo "$out" | grep -c 'layouts part')" = 1 ]; then pass report-layouts-part-first-step-grouped
+else fail report-layouts-part-first-step-grouped "$(echo "$out" | grep -A2 'window layouts' | tr '\n' '|')"; fi
+
+# 2. Calls overdue in NCCL (fn=stuck): a registration blocked inside NCCL on every rank, named by call, step and the
+# longest wait; the window itself failed on every rank (an error, not "stuck": that word stays the window's cell with
+# no outcome), and the first error says where the ranks waited instead of "some rank never reached it"
+lib_logs "$T/stk" FAKE_NCCL_REG_STALL=1 FAKE_NCCL_VERSION=22907 NCCLGUARD_TIMEOUT=2 -- "$PROGS/ngtest" --expect-reg any --timeout 20
+out=$("$REP" -q "$T/stk" 2>&1); rc=$?
+"$REP" --json "$T/stk" >"$T/stk.json" 2>/dev/null; "$REP" --html "$T/stk.html" "$T/stk" >/dev/null 2>&1
+j=$(jsq "$T/stk.json" '[(o["call"], o["seq"], o["ranks"], o["count"], o["nranks"], o["us_max"] >= 2e6) for o in d["overdue_calls"]] + [d["stuck"], d["status"]]')
+if [ $rc = 1 ] && echo "$out" | grep -q '^calls overdue in NCCL (had not returned within NCCLGUARD_TIMEOUT' \
+   && echo "$out" | grep -Eq '^  ncclCommWindowRegister, comm [0-9a-f]{16}, step 0: ranks 0-1 \(2 of 2\), longest 2\.[0-9]{2}s \(rank [01]\)$' \
+   && echo "$out" | grep -q ', 0 divergent, 0 stuck, 2 error lines, 1 overdue call$' \
+   && echo "$out" | grep -q 'the ranks named under "calls overdue in NCCL" waited inside NCCL there' && ! echo "$out" | grep -q 'never reached' \
+   && [ "$j" = "[('ncclCommWindowRegister', 0, '0-1', 2, 2, True), 0, 'problems']" ] \
+   && grep -Eq '^<pre class="overdue">ncclCommWindowRegister, comm [0-9a-f]{16}, step 0: ranks 0-1 \(2 of 2\)' "$T/stk.html"; then
+  pass report-overdue-calls
+else fail report-overdue-calls "rc=$rc $(echo "$out" | grep -A2 'overdue' | tr '\n' '|') json $j | $(tail -2 "$T/stk.out")"; fi
+# hand-written: 4 ranks, two of them overdue in a registration that never returned (their cells stuck), an agreement
+# round overdue on another, a call name with markup (log input: escaped in the page); exit status 1 from these alone
+{
+  for r in 0 1 2 3; do
+    printf 'h:%d:%d [%d] NCCLGUARD INFO fn=ncclCommWindowRegister comm=0x1 cid=00000000000000cc rank=%d nranks=4 size=4096 flags=1 seq=0 result=ncclSuccess us=5.0 decision=register reason=ok\n' $r $r $r $r
+  done
+  printf 'h:0:9 [0] NCCLGUARD WARN fn=stuck comm=0x1 cid=00000000000000cc rank=0 nranks=4 seq=1 us=5000000.0 call=ncclCommWindowRegister msg="x"\n'
+  printf 'h:2:9 [2] NCCLGUARD WARN fn=stuck comm=0x1 cid=00000000000000cc rank=2 nranks=4 seq=1 us=7000000.0 call=ncclCommWindowRegister msg="x"\n'
+  printf 'h:0:9 [0] NCCLGUARD TRACE fn=agree comm=0x1 cid=00000000000000cc rank=0 nranks=4 seq=1 msg="vote"\n'
+  printf 'h:2:9 [2] NCCLGUARD TRACE fn=agree comm=0x1 cid=00000000000000cc rank=2 nranks=4 seq=1 msg="vote"\n'
+  printf 'h:1:9 [1] NCCLGUARD WARN fn=stuck comm=0x1 cid=00000000000000cc rank=1 nranks=4 seq=-1 us=3000000.0 call=<i>round msg="x"\n'
+} >"$T/od.log"
+out=$("$REP" "$T/od.log" 2>&1); rc=$?
+"$REP" --html "$T/od.html" "$T/od.log" >/dev/null 2>&1
+if [ $rc = 1 ] && echo "$out" | grep -q ', 0 error lines, 2 overdue calls$' && echo "$out" | grep -q '^  ncclCommWindowRegister, comm 00000000000000cc, step 1: ranks 0,2 (2 of 4), longest 7.00s (rank 2); not reported by ranks 1,3$' \
+   && echo "$out" | grep -q '^  <i>round, comm 00000000000000cc: rank 1 (1 of 4), longest 3.00s (rank 1); not reported by ranks 0,2-3$' \
+   && echo "$out" | grep -Eq '^ +1 +0 +0 +0 +0 +0 +2 +2 .*DIVERGENT$' \
+   && grep -q '&lt;i&gt;round, comm 00000000000000cc: rank 1' "$T/od.html" && ! grep -q '<i>round' "$T/od.html"; then
+  pass report-overdue-calls-by-call
+else fail report-overdue-calls-by-call "rc=$rc $(echo "$out" | grep -A3 'overdue\|^ *1 ' | tr '\n' '|')"; fi
+
+# 3. Registered memory: 8 windows of 64 KiB on one communicator past NCCLGUARD_WINDOW_BUDGET=200000 (a WARN per
+# rank at the 4th), all deregistered at the end; the exit summaries of another job, one process holding 3 windows
+lib_logs "$T/bud" FAKE_NCCL_VERSION=22809 NCCLGUARD_WINDOW_BUDGET=200000 -- "$PROGS/faults" many --windows 8 --timeout 20
+lib_logs "$T/bud/ng" FAKE_NCCL_VERSION=22809 -- "$PROGS/ngtest" --timeout 20
+printf 'vm:999:999 [-1] NCCLGUARD WARN fn=summary calls=9 comms=1 registered=3 degraded=0 retried=0 errors=0 noops=0 agreements=3 windows_live=3 window_bytes=6291456 window_bytes_peak=8388608 msg="ncclguard summary for this process"\n' >"$T/bud/leak.log"
+out=$("$REP" "$T/bud" 2>&1); rc=$?
+"$REP" --json "$T/bud" >"$T/bud.json" 2>/dev/null; "$REP" --html "$T/bud.html" "$T/bud" >/dev/null 2>&1
+j=$(jsq "$T/bud.json" '[(m["end_windows"], m["end_bytes"], m["peak_windows"], m["peak_bytes"], m["peak_seq"], m["peak_ranks"], m["budget_warnings"], m["budget"]) for m in [c["memory"] for c in d["comms"]] if m] + [d["budget_warnings"], sorted((p["windows_live"], p["window_bytes"], p["window_bytes_peak"]) for p in d["processes"])]')
+if [ $rc = 0 ] && echo "$out" | grep -q '^registered memory (live windows and their bytes per rank' \
+   && echo "$out" | grep -Eq '^  comm [0-9a-f]{16}  last logged: 0 windows, 0 B on ranks 0-1; peak: 8 windows, 512.0 KiB \(524288 B\) at step 7 on ranks 0-1$' \
+   && echo "$out" | grep -q '^    2 budget warnings: past NCCLGUARD_WINDOW_BUDGET=200000 bytes on ranks 0-1$' \
+   && echo "$out" | grep -Eq '^  comm [0-9a-f]{16}  last logged: 0 windows, 0 B on ranks 0-1; peak: 1 window, 2.0 MiB \(2097152 B\) at step 0 on ranks 0-1$' \
+   && echo "$out" | grep -q '^  processes (their exit summary, window_bytes and window_bytes_peak): 3; still registered at exit: 3 windows, 6.0 MiB in all; largest peak: 8.0 MiB (host vm, pid 999)$' \
+   && echo "$out" | grep -q '^    host vm pid 999: 3 windows, 6.0 MiB still registered at exit (peak 8.0 MiB)$' \
+   && [ "$j" = "[(0, 0, 8, 524288, 7, '0-1', 2, 200000), (0, 0, 1, 2097152, 0, '0-1', 0, None), 2, [(0, 0, 2097152), (0, 0, 2097152), (3, 6291456, 8388608)]]" ]; then
+  pass report-registered-memory
+else fail report-registered-memory "rc=$rc $(echo "$out" | sed -n '/^registered memory/,$p' | tr '\n' '|') json $j | $(tail -2 "$T/bud.out")"; fi
+# the page: one plot per communicator, inline SVG with labelled axes, the budget drawn, the figures in words; the JSON
+# log's times give the x axis in seconds
+lib_logs "$T/budj" FAKE_NCCL_VERSION=22809 NCCLGUARD_WINDOW_BUDGET=200000 NCCLGUARD_LOG_FORMAT=json -- "$PROGS/faults" many --windows 8 --timeout 20
+"$REP" --html "$T/budj.html" "$T/budj" >/dev/null 2>&1
+out=$("$PY" - "$T/bud.html" "$T/budj.html" <<'PY' 2>&1
+import re, sys
+def plots(path):
+    h = open(path).read()
+    assert "http" not in h.replace("http-equiv", ""), "not self-contained"
+    return h, re.findall(r'<svg class="mem".*?</svg>', h, re.S)
+h, svgs = plots(sys.argv[1])
+assert len(svgs) == 2, len(svgs)
+s = svgs[0]
+assert "registered bytes</text>" in s and "registrations and deregistrations of each rank, in order" in s, "axis labels"
+assert ">512.0 KiB</text>" in s and ">0 B</text>" in s and ">1</text>" in s and ">16</text>" in s, "ticks"
+assert "NCCLGUARD_WINDOW_BUDGET</text>" in s and "stroke-dasharray" in s, "budget line"
+d = re.findall(r'<path fill="none" stroke="[^"]+" stroke-width="2" d="([^"]+)"', s)
+assert len(d) == 1 and d[0].count("V") == 16 and d[0].count("H") == 16, d  # both ranks alike: one line; 16 changes, the last held to the end
+assert 'ranks 0-1 (peak 512.0 KiB)' in h and '2 budget warnings: past NCCLGUARD_WINDOW_BUDGET=200000 bytes on ranks 0-1' in h
+h2, svgs2 = plots(sys.argv[2])
+assert len(svgs2) == 1 and "seconds since the communicator's first registration" in svgs2[0], "time axis"
+print("good")
+PY
+)
+[ "$out" = good ] && pass report-registered-memory-plot || fail report-registered-memory-plot "$(echo "$out" | tail -3 | tr '\n' '|')"
+# drawn by a browser: the plot's line (its colour) is there, its last step down a stroke of the plot's height (170 px)
+if [ -n "$CHROME" ]; then
+  HOME="$T" timeout -k 5 120 "$CHROME" --headless --disable-gpu --no-sandbox --hide-scrollbars --user-data-dir="$T/chrome4" \
+    --window-size=1200,3000 --screenshot="$T/bud.png" "file://$T/bud.html" >/dev/null 2>>"$T/chrome.log"
+  px=$("$PY" "$H/png_columns.py" "$T/bud.png" 1565c0 2>&1 | sed -n 's/^1565c0 best=[0-9]*:\([0-9]*\) wide=\([0-9]*\)$/\1 \2/p')
+  if [ ! -s "$T/bud.png" ]; then echo "# skip report-registered-memory-plot-drawn: no screenshot"
+  elif [ "${px%% *}" -ge 150 ] 2>/dev/null; then pass "report-registered-memory-plot-drawn (a column of ${px%% *} px of the line's colour)"
+  else fail report-registered-memory-plot-drawn "colour 1565c0: '$px'"; fi
+else echo "# skip report-registered-memory-plot-drawn: no chromium"; fi

@@ -30,20 +30,26 @@ static const char *usage_text =
     "argument when the input is not a terminal), and prints per communicator (cid) and window (seq) how many ranks registered,\n"
     "retried, degraded, failed or have no line at all, with min/median/max duration; the\n"
     "windows where ranks decided differently or some ranks never arrived (the signature of\n"
-    "a hang), with those ranks; and the first error with a diagnosis.\n"
+    "a hang), with those ranks; and the first error with a diagnosis. Then, where the logs have\n"
+    "them: per communicator the first step where the ranks' windows differ in size or flags\n"
+    "(layouts that part); the calls into NCCL that had not returned within NCCLGUARD_TIMEOUT,\n"
+    "by call (overdue); and the registered memory: live windows and bytes per rank, the last\n"
+    "logged and the peak, budget warnings, and each process's exit summary.\n"
     "\n"
     "The logs must be written at NCCLGUARD_LOG=info or trace (ncclguard-run --log-dir does\n"
     "that): at the default level, warn, successful registrations are not logged.\n"
     "\n"
     "Options:\n"
     "  --json         one JSON document instead of text\n"
-    "  -q, --quiet    only the summary line, the divergent windows and the first error\n"
+    "  -q, --quiet    only the summary line, the divergent windows, layouts that part, overdue\n"
+    "                 calls and the first error\n"
     "  --trace FILE   also write a Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev): one\n"
     "                 track per rank (process: host, thread: rank), one slice per intercepted call\n"
     "                 (its time and duration; text logs have no times: calls laid end to end),\n"
     "                 the line's keys (decision, reason, arguments) as its args\n"
     "  --html FILE    also write the outcome grid as a picture, one self-contained HTML file (no\n"
-    "                 network): ranks x registrations, one colour per decision, divergent marked\n"
+    "                 network): ranks x registrations, one colour per decision, divergent marked;\n"
+    "                 the sections in words, and a plot of each communicator's registered bytes\n"
     "  --picture FILE the same as --html\n"
     "  --version      the version of ncclguard\n"
     "  -h, --help     this text\n"
@@ -54,16 +60,26 @@ static const char *usage_text =
     "  register, degrade, error, pass  a rank's outcome: registered; the buffer used unregistered\n"
     "                 on every rank (*win = NULL); an error returned; handed to NCCL unchanged\n"
     "  stuck          the rank logged the start of that registration but no outcome: blocked in\n"
-    "                 NCCL or in the agreement, or killed\n"
+    "                 NCCL or in the agreement, or killed (a window's cell, from its lines)\n"
+    "  overdue        a call into NCCL that had not returned within NCCLGUARD_TIMEOUT, as\n"
+    "                 ncclguard's watchdog logged it (fn=stuck lines): which call, which ranks,\n"
+    "                 the step and the longest wait; the call may have returned later (then the\n"
+    "                 window has an outcome, e.g. error) or never (then its cell is stuck too)\n"
     "  missing        the rank logged nothing for that registration: it never got there (an earlier\n"
     "                 failure, a crash, still computing); its peers wait for it\n"
     "  divergent      a window whose ranks do not all have the same outcome (stuck and missing\n"
     "                 included): the signature of a hang; a stuck window: every rank stuck\n"
+    "  layouts part   at one step (seq) the ranks registered windows of different sizes or\n"
+    "                 flags, or a rank logged reason=layout_mismatch: the first such step per\n"
+    "                 communicator, with each rank's size and flags\n"
+    "  live windows   a communicator's windows registered and not yet deregistered, and their\n"
+    "                 bytes (comm_windows, comm_bytes), per rank: the last logged and the peak\n"
     "  rank -1        a line without a rank: a registration on a NULL communicator (PyTorch's lazy\n"
     "                 communicator), counted apart from the communicators\n"
     "\n"
-    "Exit status: 0 nothing divergent and no error, 1 divergent windows or errors,\n"
-    "2 usage error, unreadable input, or no log in it (a directory without *.log or *.jsonl).\n"
+    "Exit status: 0 nothing divergent, no error and no overdue call; 1 divergent windows,\n"
+    "errors or overdue calls; 2 usage error, unreadable input, or no log in it (a directory\n"
+    "without *.log or *.jsonl).\n"
     "\n"
     "Documentation: tools/README.md and docs/ of the source tree; installed with pip, the same\n"
     "paths under the folder that python -m ncclguard --docs prints.\n";
@@ -77,7 +93,10 @@ static const char *dname[D_N] = {"none", "register", "degrade", "error", "pass",
 
 typedef struct {
   uint8_t seen, dec, retried;
+  uint8_t lay;   /* 1: a registration line with the window's size; 2: reason layout_mismatch logged */
+  int32_t flags; /* the window's flags, -1 none logged */
   double us;
+  int64_t size;  /* the window's size */
 } rank_rec;
 
 typedef struct {
@@ -99,6 +118,13 @@ typedef struct comm {
   uint8_t *seen; /* ranks with any line for this comm */
   int seen_cap;
   int order; /* first appearance */
+  struct layout_part *part; /* the first step where the ranks' windows differ, NULL none */
+  struct mrank *mr;          /* registered memory per rank (comm_windows/comm_bytes over the run) */
+  int mr_cap, has_mem, all_ts;
+  long budget_warns;         /* fn=budget WARNs on this communicator */
+  uint8_t *budget_ranks;
+  int budget_cap;
+  double budget;             /* NCCLGUARD_WINDOW_BUDGET as those WARNs name it, 0 unknown */
   UT_hash_handle hh;
 } comm;
 
@@ -169,12 +195,13 @@ enum { V_BARE, V_TEXTSTR, V_JSONSTR, V_NULL };
 #define MAX_PAIRS 64
 
 typedef struct {
-  slice host, level, fn, cid, result, decision, reason, msg;
+  slice host, level, fn, cid, result, decision, reason, msg, call, comm;
   int msg_json; /* msg is a JSON string body (escapes \n, \uXXXX) rather than a text one */
   long pid, tid, rank, nranks, attempt, bad_rank, schema;
   int64_t seq;
   double us, ts;
   int has_ts, has_us;
+  long size, flags, comm_windows, comm_bytes, windows_live, window_bytes, window_bytes_peak; /* -1: not in the line */
   int npairs;
   pair pairs[MAX_PAIRS];
 } event;
@@ -184,16 +211,16 @@ static int seq_eq(slice s, const char *lit) {
   return (size_t)s.n == n && memcmp(s.p, lit, n) == 0;
 }
 
+/* a decimal integer at the start of s (as strtol reads it: spaces, a sign, digits; what follows is
+ * ignored); dflt when there is none or it has more than 18 digits. Every line has several: no copy. */
 static long slice_long(slice s, long dflt) {
-  if (s.n <= 0 || s.n > 30) return dflt;
-  char b[32];
-  memcpy(b, s.p, (size_t)s.n);
-  b[s.n] = 0;
-  char *e;
-  errno = 0;
-  long v = strtol(b, &e, 10);
-  if (errno || e == b) return dflt;
-  return v;
+  int i = 0, neg = 0, digits = 0;
+  while (i < s.n && (s.p[i] == ' ' || s.p[i] == '\t')) i++;
+  if (i < s.n && (s.p[i] == '-' || s.p[i] == '+')) neg = s.p[i++] == '-';
+  long v = 0;
+  for (; i < s.n && s.p[i] >= '0' && s.p[i] <= '9'; i++, digits++) v = v * 10 + (s.p[i] - '0');
+  if (!digits || digits > 18) return dflt;
+  return neg ? -v : v;
 }
 
 static double slice_double(slice s, double dflt) {
@@ -243,6 +270,7 @@ static const struct {
 /* key name -> row: an open-addressing table built once; NCCLGUARD_* keys map to the prefix row */
 #define KH 256
 static int16_t key_slot[KH];
+static int key_len[K_N]; /* strlen of each name, once */
 static unsigned key_hash(const char *k, int n) {
   unsigned h = 2166136261u;
   for (int i = 0; i < n; i++) h = (h ^ (unsigned char)k[i]) * 16777619u;
@@ -251,15 +279,15 @@ static unsigned key_hash(const char *k, int n) {
 static void keys_init(void) {
   for (int i = 0; i < KH; i++) key_slot[i] = -1;
   for (int r = 0; r < K_N; r++) {
-    unsigned h = key_hash(schema_keys[r].name, (int)strlen(schema_keys[r].name)) % KH;
+    key_len[r] = (int)strlen(schema_keys[r].name);
+    unsigned h = key_hash(schema_keys[r].name, key_len[r]) % KH;
     while (key_slot[h] >= 0) h = (h + 1) % KH;
     key_slot[h] = (int16_t)r;
   }
 }
 static int key_row(const char *k, int n) {
   for (unsigned h = key_hash(k, n) % KH; key_slot[h] >= 0; h = (h + 1) % KH) {
-    const char *name = schema_keys[key_slot[h]].name;
-    if ((int)strlen(name) == n && memcmp(name, k, (size_t)n) == 0) return key_slot[h];
+    if (key_len[key_slot[h]] == n && memcmp(schema_keys[key_slot[h]].name, k, (size_t)n) == 0) return key_slot[h];
   }
   if (n > 10 && memcmp(k, "NCCLGUARD_", 10) == 0) return K_NCCLGUARD_;
   return -1;
@@ -290,12 +318,22 @@ static void set_field(event *e, const char *k, int kn, slice v, int kind) {
     case K_tid: e->tid = slice_long(v, -1); break;
     case K_schema: e->schema = slice_long(v, -1); break;
     case K_ts: e->ts = slice_double(v, 0); e->has_ts = 1; break;
+    case K_call: e->call = v; break;
+    case K_comm: e->comm = v; break;
+    case K_size: e->size = slice_long(v, -1); break;
+    case K_flags: e->flags = slice_long(v, -1); break;
+    case K_comm_windows: e->comm_windows = slice_long(v, -1); break;
+    case K_comm_bytes: e->comm_bytes = slice_long(v, -1); break;
+    case K_windows_live: e->windows_live = slice_long(v, -1); break;
+    case K_window_bytes: e->window_bytes = slice_long(v, -1); break;
+    case K_window_bytes_peak: e->window_bytes_peak = slice_long(v, -1); break;
     default: break; /* a key the report does not use, or one a newer schema added */
   }
 }
 
 static void event_init(event *e) {
-  e->host = e->level = e->fn = e->cid = e->result = e->decision = e->reason = e->msg = (slice){NULL, 0};
+  e->host = e->level = e->fn = e->cid = e->result = e->decision = e->reason = e->msg = e->call = e->comm = (slice){NULL, 0};
+  e->size = e->flags = e->comm_windows = e->comm_bytes = e->windows_live = e->window_bytes = e->window_bytes_peak = -1;
   e->msg_json = e->has_ts = e->has_us = e->npairs = 0;
   e->attempt = 0;
   e->ts = 0;
@@ -887,6 +925,181 @@ static void count_reason(const event *e) {
   rseen[n_rseen++].n = 1;
 }
 
+/* ---- besides the windows: layouts that part, calls overdue in NCCL, registered memory ---- */
+
+/* the first step (seq) where a communicator's ranks registered windows of different sizes or flags,
+ * or where a rank logged reason=layout_mismatch: its line in words and its JSON (built in main) */
+struct layout_part {
+  int64_t seq;
+  char *text, *json;
+};
+
+/* fn=stuck lines (the library's watchdog: a call into NCCL that had not returned within
+ * NCCLGUARD_TIMEOUT), by communicator, call and step: the report's "overdue" calls */
+typedef struct {
+  uint64_t cid;
+  int64_t seq;
+  char call[96];
+  uint8_t *ranks;
+  int cap, count, nranks;
+  double us_max;
+  long us_rank;
+} overdue;
+static overdue *ods;
+static int n_ods, cap_ods;
+
+/* registered memory of one rank of a communicator: comm_windows/comm_bytes after each registration and
+ * deregistration that changed them, in the rank's order (t: the line's time, seconds, -1 none) */
+typedef struct {
+  double t;
+  int64_t bytes;
+  int32_t windows;
+} mpt;
+struct mrank {
+  mpt *p;
+  int n, cap;
+  int64_t peak_bytes, peak_seq;
+  int32_t peak_windows;
+};
+
+/* the exit summary of each process (fn=summary with window_bytes ...); -1: key not in the line */
+typedef struct {
+  char host[64];
+  long pid, windows_live, window_bytes, window_bytes_peak;
+} psum;
+static psum *psums;
+static int n_psums, cap_psums;
+
+static long n_budget, n_budget_unknown; /* fn=budget WARNs; of which on a communicator not identified */
+
+/* host:pid:comm pointer -> cid, from every line that has both (fn=budget names its communicator only by
+ * pointer, in its message); the last one looked up is checked first (a file is mostly one communicator) */
+typedef struct cptr {
+  char *key;
+  uint64_t cid;
+  UT_hash_handle hh;
+} cptr;
+static cptr *cptrs;
+static struct {
+  long pid;
+  char host[64], comm[32];
+  int host_n, comm_n;
+  uint64_t cid;
+  int set;
+} clast;
+
+static void cptr_key(char *k, size_t n, slice host, long pid, const char *comm, int comm_n) {
+  snprintf(k, n, "%.*s:%ld:%.*s", host.n > 60 ? 60 : host.n, host.p ? host.p : "", pid, comm_n > 30 ? 30 : comm_n, comm);
+}
+
+static void note_comm_ptr(const event *e, uint64_t cid) {
+  if (clast.set && clast.pid == e->pid && clast.cid == cid && clast.comm_n == e->comm.n &&
+      !memcmp(clast.comm, e->comm.p, (size_t)e->comm.n) && clast.host_n == e->host.n &&
+      (!e->host.n || !memcmp(clast.host, e->host.p, (size_t)e->host.n)))
+    return;
+  if (e->comm.n >= (int)sizeof clast.comm || e->host.n >= (int)sizeof clast.host) return;
+  clast.set = 1;
+  clast.pid = e->pid;
+  clast.cid = cid;
+  copy_slice(clast.comm, sizeof clast.comm, e->comm);
+  copy_slice(clast.host, sizeof clast.host, e->host);
+  clast.comm_n = e->comm.n;
+  clast.host_n = e->host.n;
+  char k[128];
+  cptr_key(k, sizeof k, e->host, e->pid, e->comm.p, e->comm.n);
+  cptr *c;
+  HASH_FIND_STR(cptrs, k, c);
+  if (!c) {
+    c = calloc(1, sizeof *c);
+    if (!c || !(c->key = strdup(k))) { perror("ncclguard-report"); exit(2); }
+    HASH_ADD_KEYPTR(hh, cptrs, c->key, strlen(c->key), c);
+  }
+  c->cid = cid;
+}
+
+static void mark_rank(uint8_t **set, int *cap, long r) {
+  if (r < 0 || r >= MAX_RANK) return;
+  if (!grow((void **)set, cap, (int)r + 1, 1)) { perror("ncclguard-report"); exit(2); }
+  (*set)[r] = 1;
+}
+
+/* fn=budget: "communicator 0x... (rank R): N live windows register B bytes, past NCCLGUARD_WINDOW_BUDGET=X ..." */
+static void note_budget(const event *e) {
+  n_budget++;
+  char m[512];
+  copy_slice(m, sizeof m, e->msg);
+  const char *p = strstr(m, "communicator 0x");
+  comm *c = NULL;
+  if (p) {
+    p += 13;
+    int n = (int)strcspn(p, " ");
+    char k[128];
+    cptr_key(k, sizeof k, e->host, e->pid, p, n);
+    cptr *cp;
+    HASH_FIND_STR(cptrs, k, cp);
+    if (cp) c = get_comm(cp->cid);
+  }
+  if (!c) { n_budget_unknown++; return; }
+  c->budget_warns++;
+  const char *r = strstr(m, "(rank ");
+  if (r) mark_rank(&c->budget_ranks, &c->budget_cap, strtol(r + 6, NULL, 10));
+  const char *b = strstr(m, "NCCLGUARD_WINDOW_BUDGET=");
+  if (b) c->budget = strtod(b + 24, NULL);
+}
+
+static void note_summary(const event *e) {
+  if (e->window_bytes < 0 && e->window_bytes_peak < 0 && e->windows_live < 0) return; /* an older library's */
+  if (!grow((void **)&psums, &cap_psums, n_psums + 1, sizeof *psums)) { perror("ncclguard-report"); exit(2); }
+  psum *s = &psums[n_psums++];
+  copy_slice(s->host, sizeof s->host, e->host);
+  s->pid = e->pid;
+  s->windows_live = e->windows_live;
+  s->window_bytes = e->window_bytes;
+  s->window_bytes_peak = e->window_bytes_peak;
+}
+
+static void note_overdue(const event *e, uint64_t cid) {
+  char call[96];
+  copy_unescaped(call, sizeof call, e->call);
+  if (!call[0]) snprintf(call, sizeof call, "a call into NCCL");
+  overdue *o = NULL;
+  for (int i = 0; i < n_ods && !o; i++)
+    if (ods[i].cid == cid && ods[i].seq == e->seq && !strcmp(ods[i].call, call)) o = &ods[i];
+  if (!o) {
+    if (!grow((void **)&ods, &cap_ods, n_ods + 1, sizeof *ods)) { perror("ncclguard-report"); exit(2); }
+    o = &ods[n_ods++];
+    o->cid = cid;
+    o->seq = e->seq;
+    snprintf(o->call, sizeof o->call, "%s", call);
+    o->us_max = -1;
+    o->us_rank = -1;
+    if (cid) get_comm(cid); /* its place among the communicators */
+  }
+  if (e->nranks > o->nranks && e->nranks <= MAX_RANK) o->nranks = (int)e->nranks;
+  if (e->rank >= 0 && e->rank < MAX_RANK && !(e->rank < o->cap && o->ranks[e->rank])) {
+    mark_rank(&o->ranks, &o->cap, e->rank);
+    o->count++;
+  }
+  if (e->us > o->us_max) { o->us_max = e->us; o->us_rank = e->rank; }
+}
+
+static void note_mem(comm *c, int r, const event *e) {
+  if (!grow((void **)&c->mr, &c->mr_cap, r + 1, sizeof *c->mr)) { perror("ncclguard-report"); exit(2); }
+  if (!c->has_mem) c->all_ts = 1;
+  c->has_mem = 1;
+  c->all_ts &= e->has_ts;
+  struct mrank *m = &c->mr[r];
+  if (!grow((void **)&m->p, &m->cap, m->n + 1, sizeof *m->p)) { perror("ncclguard-report"); exit(2); }
+  int64_t b = e->comm_bytes;
+  int32_t w = e->comm_windows >= 0 ? (int32_t)e->comm_windows : 0;
+  m->p[m->n++] = (mpt){e->has_ts ? e->ts : -1, b, w};
+  if (m->n == 1 || b > m->peak_bytes) {
+    m->peak_bytes = b;
+    m->peak_windows = w;
+    m->peak_seq = e->seq;
+  }
+}
+
 static void feed(const event *e, const char *file, int file_idx, long line) {
   n_events++;
   if (e->schema > NG_LOG_SCHEMA && seq_eq(e->fn, "log") && !newer_schema++)
@@ -901,15 +1114,23 @@ static void feed(const event *e, const char *file, int file_idx, long line) {
   } else if (seq_eq(e->decision, lib_decision[LIB_D_DEGRADE])) {
     consider(&fdegrade, e, file, file_idx, line);
   }
+  uint64_t cid = 0;
+  int has_cid = e->cid.n > 0 && slice_hex(e->cid, &cid) && cid != 0; /* cid 0: no communicator (NULL comm) */
+  if (has_cid && e->comm.n > 2) note_comm_ptr(e, cid);
+  if (e->fn.n && e->fn.p[0] != 'n') { /* an event, not an NCCL function */
+    if (seq_eq(e->fn, "summary")) { note_summary(e); return; }
+    if (seq_eq(e->fn, "budget")) note_budget(e);
+    else if (seq_eq(e->fn, "stuck")) note_overdue(e, cid);
+  }
+  if (e->comm_bytes >= 0 && has_cid && e->rank >= 0 && e->rank < MAX_RANK) note_mem(get_comm(cid), (int)e->rank, e);
   if (seq_eq(e->decision, "internal")) return; /* NCCL's own call */
   int outcome = decision_of(e->decision);
-  if ((outcome == D_DEGRADE || outcome == D_ERROR) && is_window_fn(e->fn)) count_reason(e);
-  uint64_t cid;
-  if (e->cid.n == 0 || !slice_hex(e->cid, &cid) || cid == 0) { /* cid 0: no communicator (NULL comm) */
-    if (outcome != D_NONE && is_window_fn(e->fn)) n_null_comm++;
+  int wfn = is_window_fn(e->fn);
+  if ((outcome == D_DEGRADE || outcome == D_ERROR) && wfn) count_reason(e);
+  if (!has_cid) {
+    if (outcome != D_NONE && wfn) n_null_comm++;
     return;
   }
-  if (seq_eq(e->fn, "summary")) return;
   comm *c = get_comm(cid);
   if (e->nranks > 0 && e->nranks <= MAX_RANK && e->nranks > c->nranks) c->nranks = (int)e->nranks;
   if (e->rank < 0 || e->rank >= MAX_RANK) return;
@@ -917,13 +1138,19 @@ static void feed(const event *e, const char *file, int file_idx, long line) {
   if (r > c->max_rank) c->max_rank = r;
   if (!grow((void **)&c->seen, &c->seen_cap, r + 1, 1)) { perror("ncclguard-report"); exit(2); }
   c->seen[r] = 1;
-  if (e->seq < 0 || !is_window_fn(e->fn)) return;
+  if (e->seq < 0 || !wfn) return;
   window *w = get_window(cid, e->seq);
   if (!grow((void **)&w->r, &w->cap, r + 1, sizeof(rank_rec))) { perror("ncclguard-report"); exit(2); }
   rank_rec *rr = &w->r[r];
   if (!rr->seen) rr->us = -1;
   rr->seen = 1;
   if (seq_eq(e->decision, lib_decision[LIB_D_RETRY]) || e->attempt > 1) rr->retried = 1;
+  if (e->size >= 0) { /* the window's layout (a registration line: agree and warmup have no size) */
+    rr->lay |= 1;
+    rr->size = e->size;
+    rr->flags = e->flags >= 0 && e->flags <= INT32_MAX ? (int32_t)e->flags : -1;
+  }
+  if (e->reason.n >= 15 && !memcmp(e->reason.p + e->reason.n - 15, "layout_mismatch", 15)) rr->lay |= 2;
   int d = decision_of(e->decision);
   if (d != D_NONE) {
     rr->dec = (uint8_t)d;
@@ -1199,6 +1426,15 @@ static int said_in(const char *msg, const char *diag) {
   return msg[0] && strstr(msg, head) != NULL;
 }
 
+/* an overdue call (fn=stuck) on the first error's communicator, at its step */
+static int overdue_at(const first_error *f) {
+  uint64_t cid;
+  if (!f->cid[0] || !slice_hex((slice){f->cid, (int)strlen(f->cid)}, &cid)) return 0;
+  for (int i = 0; i < n_ods; i++)
+    if (ods[i].cid == cid && (ods[i].seq == f->seq || ods[i].seq < 0)) return 1;
+  return 0;
+}
+
 /* The first error (or degraded window) as text lines into out: who (a rank, or the NULL
  * communicator, which has none: "rank -1" in the log), what, the message, where, and the
  * diagnosis when the message does not already say it. */
@@ -1225,8 +1461,10 @@ static void first_text(char *out, size_t n, const char *title, const first_error
   if (f->bad_rank >= 0 && f->bad_rank != f->rank)
     FT_ADD("  the check failed on rank %ld first: read that rank's log\n", f->bad_rank);
   int row = reason_row(f->reason);
-  if (row >= 0 && (!strcmp(reasons[row].name, "timeout") || !strcmp(reasons[row].name, "out_of_step")))
-    FT_ADD("  some rank never reached this registration: the divergent windows above name it\n");
+  if (row >= 0 && (!strcmp(reasons[row].name, "timeout") || !strcmp(reasons[row].name, "out_of_step"))) {
+    if (overdue_at(f)) FT_ADD("  the ranks named under \"calls overdue in NCCL\" waited inside NCCL there\n");
+    else FT_ADD("  some rank never reached this registration: the divergent windows above name it\n");
+  }
 #undef FT_ADD
 }
 
@@ -1259,6 +1497,386 @@ static void json_first(const first_error *f) {
   printf(",\"diagnosis\":");
   json_str(diagnosis(f->reason, f->result));
   printf("}");
+}
+
+/* ---- layouts that part, overdue calls, registered memory: computed once, then written as text, JSON, HTML ---- */
+
+static void fmt_bytes(char *b, size_t n, double v) {
+  if (v >= 1024.0 * 1024 * 1024) snprintf(b, n, "%.1f GiB", v / (1024.0 * 1024 * 1024));
+  else if (v >= 1024.0 * 1024) snprintf(b, n, "%.1f MiB", v / (1024.0 * 1024));
+  else if (v >= 1024.0) snprintf(b, n, "%.1f KiB", v / 1024.0);
+  else snprintf(b, n, "%.0f B", v);
+}
+
+/* "rank 3" or "ranks 0-2,5" */
+static void ranks_words(char *out, size_t max, const uint8_t *cls, int n, int want) {
+  int count = 0;
+  for (int r = 0; r < n; r++) count += cls[r] == want;
+  int o = snprintf(out, max, "%s ", count == 1 ? "rank" : "ranks");
+  rank_list(out + o, max - (size_t)o, cls, n, want);
+}
+
+#define MAX_LGROUPS 16
+static int n_parted, n_parted_mismatch;
+
+/* the window where the ranks' layouts part: groups of ranks by (size, flags), in words and JSON */
+static void build_part(const wsum *s) {
+  const window *w = s->w;
+  int n = s->n;
+  uint8_t *g = calloc((size_t)n + 1, 1), *mm = calloc((size_t)n + 1, 1);
+  if (!g || !mm) { perror("ncclguard-report"); exit(2); }
+  int64_t gsize[MAX_LGROUPS];
+  int32_t gflags[MAX_LGROUPS];
+  int ng = 0, other = 0, nosize = 0, nmm = 0;
+  for (int r = 0; r < n; r++) {
+    const rank_rec *rr = r < w->cap ? &w->r[r] : NULL;
+    if (rr && rr->seen && (rr->lay & 2)) mm[r] = 1, nmm++;
+    if (!rr || !rr->seen || !(rr->lay & 1)) { g[r] = 0; nosize++; continue; }
+    int k = 0;
+    while (k < ng && (gsize[k] != rr->size || gflags[k] != rr->flags)) k++;
+    if (k == ng && ng < MAX_LGROUPS) { gsize[ng] = rr->size; gflags[ng] = rr->flags; ng++; }
+    if (k < ng) g[r] = (uint8_t)(k + 1);
+    else g[r] = MAX_LGROUPS + 1, other++;
+  }
+  sbuf t = {0}, j = {0};
+  char b[640], l[600];
+  snprintf(b, sizeof b, "layouts part at step %lld: ", (long long)w->key.seq);
+  sb_puts(&t, b);
+  snprintf(b, sizeof b, "{\"seq\":%lld,\"groups\":[", (long long)w->key.seq);
+  sb_puts(&j, b);
+  for (int k = 0; k < ng; k++) {
+    ranks_words(l, 512, g, n, k + 1);
+    if (gflags[k] >= 0) snprintf(b, sizeof b, "%s%s %lld B flags=%d", k ? ", " : "", l, (long long)gsize[k], gflags[k]);
+    else snprintf(b, sizeof b, "%s%s %lld B", k ? ", " : "", l, (long long)gsize[k]);
+    sb_puts(&t, b);
+    rank_list(l, 512, g, n, k + 1);
+    snprintf(b, sizeof b, "%s{\"ranks\":\"%s\",\"size\":%lld,\"flags\":", k ? "," : "", l, (long long)gsize[k]);
+    sb_puts(&j, b);
+    if (gflags[k] >= 0) snprintf(b, sizeof b, "%d}", gflags[k]);
+    else snprintf(b, sizeof b, "null}");
+    sb_puts(&j, b);
+  }
+  if (other) {
+    ranks_words(l, 512, g, n, MAX_LGROUPS + 1);
+    snprintf(b, sizeof b, "%s%s other sizes or flags", ng ? ", " : "", l);
+    sb_puts(&t, b);
+  }
+  sb_puts(&j, "],\"no_size\":\"");
+  if (nosize) {
+    ranks_words(l, 512, g, n, 0);
+    snprintf(b, sizeof b, "%s%s no size logged (no registration line)", ng || other ? ", " : "", l);
+    sb_puts(&t, b);
+    rank_list(l, 512, g, n, 0);
+    sb_puts(&j, l);
+  }
+  sb_puts(&j, "\",\"layout_mismatch\":\"");
+  sb_puts(&t, " (");
+  if (nmm) {
+    rank_list(l, 512, mm, n, 1);
+    sb_puts(&j, l);
+    snprintf(b, sizeof b, "reason layout_mismatch on %s %s; ", nmm == 1 ? "rank" : "ranks", l);
+    sb_puts(&t, b);
+  }
+  static char dl[1 << 16];
+  decision_lists(s, dl, sizeof dl, " | ");
+  sb_puts(&t, "outcome: ");
+  sb_puts(&t, dl);
+  sb_puts(&t, ")");
+  sb_puts(&j, "\",\"text\":");
+  json_quote(&j, t.p, t.n);
+  sb_puts(&j, "}");
+  struct layout_part *p = calloc(1, sizeof *p);
+  if (!p) { perror("ncclguard-report"); exit(2); }
+  p->seq = w->key.seq;
+  p->text = t.p;
+  p->json = j.p;
+  s->c->part = p;
+  n_parted++;
+  n_parted_mismatch += nmm > 0;
+  free(g);
+  free(mm);
+}
+
+/* per communicator, the first window (ws is sorted by communicator, then seq) whose ranks' sizes or flags
+ * differ, or where a rank logged reason=layout_mismatch */
+static void find_layout_parts(const wsum *ws, int nw) {
+  for (int k = 0; k < nw; k++) {
+    const wsum *s = &ws[k];
+    if (s->c->part) continue;
+    const window *w = s->w;
+    int have = 0, parts = 0;
+    int64_t sz = 0;
+    int32_t fl = 0;
+    for (int r = 0; r < s->n && r < w->cap && !parts; r++) {
+      const rank_rec *rr = &w->r[r];
+      if (!rr->seen) continue;
+      if (rr->lay & 2) parts = 1;
+      else if (rr->lay & 1) {
+        if (!have) have = 1, sz = rr->size, fl = rr->flags;
+        else parts = rr->size != sz || rr->flags != fl;
+      }
+    }
+    if (parts) build_part(s);
+  }
+}
+
+static int comm_order_of(uint64_t cid) {
+  comm *c;
+  HASH_FIND(hh, comms, &cid, sizeof cid, c);
+  return c ? c->order : -1;
+}
+static int cmp_overdue(const void *a, const void *b) {
+  const overdue *x = a, *y = b;
+  int ox = comm_order_of(x->cid), oy = comm_order_of(y->cid);
+  if (ox != oy) return ox - oy;
+  if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+  return strcmp(x->call, y->call);
+}
+
+/* one overdue call in words (without the call's name, which is log input: the caller writes it) */
+static void overdue_text(char *out, size_t max, const overdue *o) {
+  char l[600], t[32];
+  rank_list(l, 512, o->ranks, o->cap, 1);
+  fmt_us(t, sizeof t, o->us_max);
+  size_t k = (size_t)snprintf(out, max, ", comm %016llx", (unsigned long long)o->cid);
+  if (o->seq >= 0) k += (size_t)snprintf(out + k, max - k, ", step %lld", (long long)o->seq);
+  k += (size_t)snprintf(out + k, max - k, ": %s %s", o->count == 1 ? "rank" : "ranks", l);
+  if (o->nranks > 0) k += (size_t)snprintf(out + k, max - k, " (%d of %d)", o->count, o->nranks);
+  k += (size_t)snprintf(out + k, max - k, ", longest %s (rank %ld)", t, o->us_rank);
+  if (o->nranks > o->count && k < max) {
+    uint8_t *not = calloc((size_t)o->nranks + 1, 1);
+    if (!not) { perror("ncclguard-report"); exit(2); }
+    for (int r = 0; r < o->nranks; r++) not[r] = !(r < o->cap && o->ranks[r]);
+    rank_list(l, 512, not, o->nranks, 1);
+    snprintf(out + k, max - k, "; not reported by %s %s", o->nranks - o->count == 1 ? "rank" : "ranks", l);
+    free(not);
+  }
+}
+
+/* registered memory of a communicator, over its ranks */
+typedef struct {
+  int ranks;                     /* ranks with figures */
+  int64_t end_max, end_min, peak;
+  int32_t end_windows, peak_windows;
+  int64_t peak_seq;
+  uint8_t *cls;                  /* 1: has figures; 2: holds end_max; 4: reached the peak */
+  int n;
+} memsum;
+
+static void mem_summary(const comm *c, memsum *m) {
+  memset(m, 0, sizeof *m);
+  m->n = c->mr_cap;
+  m->cls = calloc((size_t)m->n + 1, 1);
+  if (!m->cls) { perror("ncclguard-report"); exit(2); }
+  for (int r = 0; r < c->mr_cap; r++) {
+    const struct mrank *x = &c->mr[r];
+    if (!x->n) continue;
+    int64_t e = x->p[x->n - 1].bytes;
+    if (!m->ranks || e > m->end_max) m->end_max = e, m->end_windows = x->p[x->n - 1].windows;
+    if (!m->ranks || e < m->end_min) m->end_min = e;
+    if (!m->ranks || x->peak_bytes > m->peak) m->peak = x->peak_bytes, m->peak_windows = x->peak_windows, m->peak_seq = x->peak_seq;
+    m->ranks++;
+  }
+  for (int r = 0; r < c->mr_cap; r++) {
+    const struct mrank *x = &c->mr[r];
+    if (!x->n) continue;
+    m->cls[r] = 1;
+    if (x->p[x->n - 1].bytes == m->end_max) m->cls[r] |= 2;
+    if (x->peak_bytes == m->peak) m->cls[r] |= 4;
+  }
+}
+
+/* the ranks whose class has bit `bit`, as "ranks 0-3" */
+static void mem_ranks(char *out, size_t max, const memsum *m, int bit) {
+  uint8_t *t = calloc((size_t)m->n + 1, 1);
+  if (!t) { perror("ncclguard-report"); exit(2); }
+  int k = 0;
+  for (int r = 0; r < m->n; r++) k += t[r] = (m->cls[r] & bit) != 0;
+  ranks_words(out, max, t, m->n, 1);
+  free(t);
+}
+
+/* one communicator's registered memory in words (two lines at most, no trailing newline) */
+static void mem_text(char *out, size_t max, const comm *c, const memsum *m) {
+  char a[32], b[32], p[32], ra[600], rp[600];
+  fmt_bytes(a, sizeof a, (double)m->end_max);
+  fmt_bytes(b, sizeof b, (double)m->end_min);
+  fmt_bytes(p, sizeof p, (double)m->peak);
+  mem_ranks(ra, 512, m, 2);
+  mem_ranks(rp, 512, m, 4);
+  size_t k = (size_t)snprintf(out, max, "comm %016llx  last logged: %d window%s, %s", (unsigned long long)c->cid, m->end_windows,
+                              m->end_windows == 1 ? "" : "s", a);
+  if (m->end_max >= 1024) k += (size_t)snprintf(out + k, max - k, " (%lld B)", (long long)m->end_max);
+  if (k < max) k += (size_t)snprintf(out + k, max - k, " on %s", ra);
+  if (m->end_min != m->end_max && k < max) k += (size_t)snprintf(out + k, max - k, " (least: %s)", b);
+  if (k < max)
+    k += (size_t)snprintf(out + k, max - k, "; peak: %d window%s, %s", m->peak_windows, m->peak_windows == 1 ? "" : "s", p);
+  if (m->peak >= 1024 && k < max) k += (size_t)snprintf(out + k, max - k, " (%lld B)", (long long)m->peak);
+  if (m->peak_seq >= 0 && k < max) k += (size_t)snprintf(out + k, max - k, " at step %lld", (long long)m->peak_seq);
+  if (k < max) k += (size_t)snprintf(out + k, max - k, " on %s", rp);
+  if (c->budget_warns && k < max) {
+    uint8_t *t = c->budget_ranks;
+    char rb[600] = "", bb[48] = "NCCLGUARD_WINDOW_BUDGET";
+    if (t) ranks_words(rb, 512, t, c->budget_cap, 1);
+    if (c->budget > 0) snprintf(bb, sizeof bb, "NCCLGUARD_WINDOW_BUDGET=%.0f", c->budget);
+    snprintf(out + k, max - k, "\n    %ld budget warning%s: past %s bytes%s%s", c->budget_warns, c->budget_warns == 1 ? "" : "s",
+             bb, rb[0] ? " on " : "", rb);
+  }
+}
+
+static int mem_any(void) {
+  if (n_psums || n_budget) return 1;
+  for (comm *c = comms; c; c = c->hh.next)
+    if (c->has_mem) return 1;
+  return 0;
+}
+
+static int cmp_psum(const void *a, const void *b) {
+  const psum *x = a, *y = b;
+  if (x->window_bytes != y->window_bytes) return x->window_bytes > y->window_bytes ? -1 : 1;
+  if (x->window_bytes_peak != y->window_bytes_peak) return x->window_bytes_peak > y->window_bytes_peak ? -1 : 1;
+  return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* the processes' exit summaries in words: lines without a trailing newline, `ind` before each; host names
+ * are log input: the HTML writer escapes the whole text */
+static void procs_text(sbuf *o, const char *ind) {
+  char b[512], x[32], y[32];
+  if (n_psums) {
+    qsort(psums, (size_t)n_psums, sizeof *psums, cmp_psum);
+    long live = 0, wb = 0, unknown = 0;
+    const psum *pk = NULL;
+    for (int i = 0; i < n_psums; i++) {
+      if (psums[i].windows_live > 0) live += psums[i].windows_live;
+      if (psums[i].window_bytes > 0) wb += psums[i].window_bytes;
+      if (psums[i].window_bytes < 0) unknown++;
+      if (!pk || psums[i].window_bytes_peak > pk->window_bytes_peak) pk = &psums[i];
+    }
+    fmt_bytes(x, sizeof x, (double)wb);
+    fmt_bytes(y, sizeof y, (double)(pk->window_bytes_peak > 0 ? pk->window_bytes_peak : 0));
+    snprintf(b, sizeof b, "%sprocesses (their exit summary, window_bytes and window_bytes_peak): %d; still registered at exit: "
+             "%ld window%s, %s in all; largest peak: %s (host %s, pid %ld)", ind, n_psums, live, live == 1 ? "" : "s", x, y,
+             pk->host[0] ? pk->host : "?", pk->pid);
+    sb_puts(o, b);
+    int shown = 0;
+    for (int i = 0; i < n_psums && psums[i].window_bytes > 0; i++) {
+      if (shown++ == 8) {
+        snprintf(b, sizeof b, "\n%s  ... more (see --json)", ind);
+        sb_puts(o, b);
+        break;
+      }
+      fmt_bytes(x, sizeof x, (double)psums[i].window_bytes);
+      fmt_bytes(y, sizeof y, (double)psums[i].window_bytes_peak);
+      snprintf(b, sizeof b, "\n%s  host %s pid %ld: %ld window%s, %s still registered at exit (peak %s)", ind,
+               psums[i].host[0] ? psums[i].host : "?", psums[i].pid, psums[i].windows_live, psums[i].windows_live == 1 ? "" : "s", x, y);
+      sb_puts(o, b);
+    }
+  }
+  if (n_budget_unknown) {
+    snprintf(b, sizeof b, "%s%s%ld budget warning%s on a communicator the logs do not name by cid (no INFO line of it)", o->n ? "\n" : "",
+             ind, n_budget_unknown, n_budget_unknown == 1 ? "" : "s");
+    sb_puts(o, b);
+  }
+}
+
+static void json_ranks_or_null(const uint8_t *set, int cap) {
+  if (!set) { printf("null"); return; }
+  static char l[1 << 16];
+  rank_list(l, sizeof l, set, cap, 1);
+  json_str(l);
+}
+
+/* per communicator in --json: "layout_part" and "memory" */
+static void json_comm_extras(const comm *c) {
+  printf(",\"layout_part\":%s,\"memory\":", c->part ? c->part->json : "null");
+  if (!c->has_mem && !c->budget_warns) { printf("null"); return; }
+  memsum m;
+  mem_summary(c, &m);
+  static char l[1 << 16];
+  printf("{\"ranks\":%d", m.ranks);
+  if (m.ranks) {
+    uint8_t *t = calloc((size_t)m.n + 1, 1);
+    if (!t) { perror("ncclguard-report"); exit(2); }
+    for (int r = 0; r < m.n; r++) t[r] = (m.cls[r] & 2) != 0;
+    rank_list(l, sizeof l, t, m.n, 1);
+    printf(",\"end_windows\":%d,\"end_bytes\":%lld,\"end_bytes_min\":%lld,\"end_ranks\":", m.end_windows, (long long)m.end_max,
+           (long long)m.end_min);
+    json_str(l);
+    for (int r = 0; r < m.n; r++) t[r] = (m.cls[r] & 4) != 0;
+    rank_list(l, sizeof l, t, m.n, 1);
+    printf(",\"peak_windows\":%d,\"peak_bytes\":%lld,\"peak_seq\":%lld,\"peak_ranks\":", m.peak_windows, (long long)m.peak,
+           (long long)m.peak_seq);
+    json_str(l);
+    free(t);
+  }
+  printf(",\"budget_warnings\":%ld,\"budget_ranks\":", c->budget_warns);
+  json_ranks_or_null(c->budget_ranks, c->budget_cap);
+  if (c->budget > 0) printf(",\"budget\":%.0f}", c->budget);
+  else printf(",\"budget\":null}");
+  free(m.cls);
+}
+
+static void json_extras(void) {
+  printf(",\"layouts_parted\":%d,\"overdue_calls\":[", n_parted);
+  static char l[1 << 16];
+  for (int i = 0; i < n_ods; i++) {
+    const overdue *o = &ods[i];
+    printf("%s{\"call\":", i ? "," : "");
+    json_str(o->call);
+    printf(",\"cid\":\"%016llx\",\"seq\":%lld,\"ranks\":", (unsigned long long)o->cid, (long long)o->seq);
+    rank_list(l, sizeof l, o->ranks, o->cap, 1);
+    json_str(l);
+    printf(",\"count\":%d,\"nranks\":%d,\"us_max\":%.1f,\"longest_rank\":%ld}", o->count, o->nranks, o->us_max, o->us_rank);
+  }
+  printf("],\"budget_warnings\":%ld,\"budget_warnings_unnamed\":%ld,\"processes\":[", n_budget, n_budget_unknown);
+  for (int i = 0; i < n_psums; i++) {
+    printf("%s{\"host\":", i ? "," : "");
+    json_str(psums[i].host);
+    printf(",\"pid\":%ld", psums[i].pid);
+#define PS_NUM(k) (psums[i].k >= 0 ? printf(",\"" #k "\":%ld", psums[i].k) : printf(",\"" #k "\":null"))
+    PS_NUM(windows_live);
+    PS_NUM(window_bytes);
+    PS_NUM(window_bytes_peak);
+#undef PS_NUM
+    printf("}");
+  }
+  printf("]");
+}
+
+/* the text sections: layouts, overdue calls (problems, also with -q) and registered memory */
+static void text_problems(comm **corder) {
+  static char b[1 << 16];
+  if (n_parted) {
+    printf("\nwindow layouts that part (the first step where the ranks' windows differ in size or flags):\n");
+    for (int ci = 0; ci < n_comms; ci++)
+      if (corder[ci]->part) printf("  comm %016llx: %s\n", (unsigned long long)corder[ci]->cid, corder[ci]->part->text);
+  }
+  if (n_ods) {
+    printf("\ncalls overdue in NCCL (had not returned within NCCLGUARD_TIMEOUT: the log's fn=stuck lines), by call:\n");
+    for (int i = 0; i < n_ods; i++) {
+      overdue_text(b, sizeof b, &ods[i]);
+      printf("  %s%s\n", ods[i].call, b);
+    }
+  }
+}
+
+static void text_memory(comm **corder) {
+  if (!mem_any()) return;
+  static char b[1 << 16];
+  printf("\nregistered memory (live windows and their bytes per rank, from comm_windows and comm_bytes):\n");
+  for (int ci = 0; ci < n_comms; ci++) {
+    comm *c = corder[ci];
+    if (!c->has_mem && !c->budget_warns) continue;
+    memsum m;
+    mem_summary(c, &m);
+    mem_text(b, sizeof b, c, &m);
+    printf("  %s\n", b);
+    free(m.cls);
+  }
+  sbuf o = {0};
+  procs_text(&o, "  ");
+  if (o.n) printf("%s\n", o.p);
+  free(o.p);
 }
 
 /* ---- --html: the outcome grid as a picture, one self-contained file (no network: inline canvas) ---- */
@@ -1345,6 +1963,200 @@ static void html_esc(FILE *f, const char *s) {
   }
 }
 
+
+/* ---- --html: the sections in words, and each communicator's registered bytes over time as an inline SVG ---- */
+
+static void html_problems(FILE *f, comm **corder) {
+  static char b[1 << 16];
+  if (n_parted) {
+    fprintf(f, "<h2%s>window layouts that part</h2>\n<p>The first step", n_parted_mismatch ? " class=\"div\"" : "");
+    fputs(" where the ranks registered windows of "
+          "different sizes or flags (or a rank logged <code>layout_mismatch</code>), per communicator:</p>\n<pre class=\"layout\">", f);
+    for (int ci = 0; ci < n_comms; ci++)
+      if (corder[ci]->part) {
+        fprintf(f, "comm %016llx: ", (unsigned long long)corder[ci]->cid);
+        html_esc(f, corder[ci]->part->text);
+        fputc('\n', f);
+      }
+    fputs("</pre>\n", f);
+  }
+  if (n_ods) {
+    fputs("<h2 class=\"div\">calls overdue in NCCL</h2>\n<p>Calls into NCCL that had not returned within "
+          "<code>NCCLGUARD_TIMEOUT</code> (the log's <code>fn=stuck</code> lines), by call:</p>\n<pre class=\"overdue\">", f);
+    for (int i = 0; i < n_ods; i++) {
+      overdue_text(b, sizeof b, &ods[i]);
+      html_esc(f, ods[i].call);
+      html_esc(f, b);
+      fputc('\n', f);
+    }
+    fputs("</pre>\n", f);
+  }
+}
+
+/* ranks whose series of registered bytes are the same are one line of the plot */
+#define MAX_MGROUPS 64
+#define PLOT_LINES 6
+static const char *plot_color[PLOT_LINES] = {"#1565c0", "#ef6c00", "#2e7d32", "#6a1b9a", "#00838f", "#ad1457"};
+
+static int same_series(const struct mrank *a, const struct mrank *b) {
+  if (a->n != b->n) return 0;
+  for (int i = 0; i < a->n; i++)
+    if (a->p[i].bytes != b->p[i].bytes) return 0;
+  return 1;
+}
+
+static void mem_svg(FILE *f, const comm *c) {
+  const double W = 600, H = 170, L = 86, T = 12, Bm = 52, Rm = 16; /* plot area: x L..L+W, y T..T+H */
+  int n = c->mr_cap;
+  int *grp = malloc(sizeof(int) * ((size_t)n + 1));
+  int rep[MAX_MGROUPS], cnt[MAX_MGROUPS], ng = 0, maxn = 0;
+  if (!grp) { perror("ncclguard-report"); exit(2); }
+  double t0 = 0, t1 = 0, ymax = c->budget > 0 ? c->budget : 0;
+  int tset = 0;
+  for (int r = 0; r < n; r++) {
+    const struct mrank *x = &c->mr[r];
+    grp[r] = -1;
+    if (!x->n) continue;
+    if (x->n > maxn) maxn = x->n;
+    if ((double)x->peak_bytes > ymax) ymax = (double)x->peak_bytes;
+    for (int i = 0; c->all_ts && i < x->n; i++) {
+      if (!tset || x->p[i].t < t0) t0 = x->p[i].t;
+      if (!tset || x->p[i].t > t1) t1 = x->p[i].t;
+      tset = 1;
+    }
+    int k = 0;
+    while (k < ng && !same_series(&c->mr[rep[k]], x)) k++;
+    if (k == ng && ng < MAX_MGROUPS) rep[ng] = r, cnt[ng] = 0, ng++;
+    if (k < ng) grp[r] = k, cnt[k]++;
+    else grp[r] = MAX_MGROUPS;
+  }
+  int ts = c->all_ts && tset;
+  /* text logs: the i-th change at x = i, each value held until the next, the last one half a step */
+  double x0 = ts ? 0 : 0.5, x1 = ts ? t1 - t0 : maxn + 0.5;
+  if (x1 <= x0) x1 = x0 + 1;
+  if (ymax <= 0) ymax = 1;
+  /* the lines drawn: the groups with the highest peaks */
+  int order[MAX_MGROUPS];
+  for (int k = 0; k < ng; k++) order[k] = k;
+  for (int i = 0; i < ng; i++)
+    for (int j = i + 1; j < ng; j++)
+      if (c->mr[rep[order[j]]].peak_bytes > c->mr[rep[order[i]]].peak_bytes) { int t = order[i]; order[i] = order[j]; order[j] = t; }
+  int drawn = ng < PLOT_LINES ? ng : PLOT_LINES;
+  fprintf(f, "<svg class=\"mem\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+             "role=\"img\" font-family=\"monospace\" font-size=\"11\">\n<title>comm %016llx: registered bytes per rank over %s</title>\n",
+          L + W + Rm, T + H + Bm, L + W + Rm, T + H + Bm, (unsigned long long)c->cid, ts ? "time" : "its registrations");
+  /* axes, ticks, labels */
+  fprintf(f, "<path d=\"M%.0f %.0f V%.0f H%.0f\" stroke=\"#444\" fill=\"none\"/>\n", L, T, T + H, L + W);
+  char lab[48];
+  for (int i = 0; i <= 2; i++) {
+    double v = ymax * i / 2, y = T + H - H * i / 2;
+    fmt_bytes(lab, sizeof lab, v);
+    fprintf(f, "<path d=\"M%.0f %.1f H%.0f\" stroke=\"#ddd\"/><text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", L, y,
+            L + W, L - 5, y + 4, lab);
+    double xv = ts ? x0 + (x1 - x0) * i / 2 : i == 0 ? 1 : i == 1 ? (maxn + 1) / 2 : maxn;
+    double x = L + W * (xv - x0) / (x1 - x0);
+    if (ts) snprintf(lab, sizeof lab, "%.3g s", xv);
+    else snprintf(lab, sizeof lab, "%lld", (long long)xv);
+    if (!ts && i == 1 && (maxn + 1) / 2 <= 1) continue; /* one tick per value */
+    if (!ts && i == 2 && maxn <= 1) continue;
+    fprintf(f, "<path d=\"M%.1f %.0f V%.0f\" stroke=\"#444\"/><text x=\"%.1f\" y=\"%.0f\" text-anchor=\"%s\">%s</text>\n", x, T + H,
+            T + H + 4, x, T + H + 16, i == 0 ? "start" : i == 2 ? "end" : "middle", lab);
+  }
+  fprintf(f, "<text class=\"xlabel\" x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">%s</text>\n", L + W / 2, T + H + 36,
+          ts ? "seconds since the communicator's first registration"
+             : "registrations and deregistrations of each rank, in order (the logs have no times)");
+  fprintf(f, "<text class=\"ylabel\" transform=\"translate(12 %.0f) rotate(-90)\" text-anchor=\"middle\">registered bytes</text>\n",
+          T + H / 2);
+  if (c->budget > 0) {
+    double y = T + H - H * c->budget / ymax;
+    fprintf(f, "<path d=\"M%.0f %.1f H%.0f\" stroke=\"#c62828\" stroke-dasharray=\"5 4\"/><text x=\"%.0f\" y=\"%.1f\" "
+               "text-anchor=\"end\" fill=\"#c62828\">NCCLGUARD_WINDOW_BUDGET</text>\n", L, y, L + W, L + W - 4, y - 4);
+  }
+  /* one step line per group: the bytes hold until the next change; points within one pixel column are
+   * drawn as that column's vertical span (so a long run stays a few kB) */
+  for (int d = drawn - 1; d >= 0; d--) {
+    const struct mrank *x = &c->mr[rep[order[d]]];
+    fprintf(f, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\" d=\"", plot_color[d]);
+    int col = -1;
+    double lo = 0, hi = 0, last = 0;
+    int pend = 0;
+    for (int i = 0; i < x->n; i++) {
+      double xv = ts ? x->p[i].t - t0 : i + 1;
+      double px = L + W * (xv - x0) / (x1 - x0), py = T + H - H * (double)x->p[i].bytes / ymax;
+      if (i == 0) { /* a communicator has no window before its first registration */
+        fprintf(f, "M%.1f %.1fV%.1f", px, T + H, py);
+        col = (int)px;
+        continue;
+      }
+      if ((int)px == col) {
+        if (!pend) lo = hi = py, pend = 1;
+        if (py < lo) lo = py;
+        if (py > hi) hi = py;
+        last = py;
+        continue;
+      }
+      if (pend) fprintf(f, "V%.1fV%.1fV%.1f", lo, hi, last), pend = 0;
+      fprintf(f, "H%.1fV%.1f", px, py);
+      col = (int)px;
+    }
+    if (pend) fprintf(f, "V%.1fV%.1fV%.1f", lo, hi, last);
+    fprintf(f, "H%.1f\"/>\n", L + W); /* the last value logged holds to the end */
+  }
+  fputs("</svg>\n<p class=\"axes\">", f);
+  static char l[1 << 16];
+  uint8_t *t = calloc((size_t)n + 1, 1);
+  if (!t) { perror("ncclguard-report"); exit(2); }
+  for (int d = 0; d < drawn; d++) {
+    for (int r = 0; r < n; r++) t[r] = grp[r] == order[d];
+    ranks_words(l, 4096, t, n, 1);
+    char pk[32];
+    fmt_bytes(pk, sizeof pk, (double)c->mr[rep[order[d]]].peak_bytes);
+    fprintf(f, "<span><i class=\"sw\" style=\"background:%s\"></i>%s (peak %s%s)</span> ", plot_color[d], l, pk,
+            ts && cnt[order[d]] > 1 ? "; drawn at the first rank's times" : "");
+  }
+  int rest = 0;
+  for (int r = 0; r < n; r++) {
+    int shown = grp[r] < 0;
+    for (int d = 0; d < drawn && !shown; d++) shown = grp[r] == order[d];
+    rest += t[r] = !shown;
+  }
+  if (rest) {
+    ranks_words(l, 4096, t, n, 1);
+    fprintf(f, "<span>not drawn (other lines, lower peaks): %s</span>", l);
+  }
+  fputs("</p>\n", f);
+  free(t);
+  free(grp);
+}
+
+static void html_memory(FILE *f, comm **corder) {
+  if (!mem_any()) return;
+  static char b[1 << 16];
+  fputs("<h2>registered memory</h2>\n<p>Live windows and their bytes per rank, from the <code>comm_windows</code> and "
+        "<code>comm_bytes</code> of each registration and deregistration; the plot: each communicator's registered bytes "
+        "over the run, one line per group of ranks whose figures are the same.</p>\n", f);
+  for (int ci = 0; ci < n_comms; ci++) {
+    comm *c = corder[ci];
+    if (!c->has_mem && !c->budget_warns) continue;
+    memsum m;
+    mem_summary(c, &m);
+    mem_text(b, sizeof b, c, &m);
+    fputs("<pre class=\"mem\">", f);
+    html_esc(f, b);
+    fputs("</pre>\n", f);
+    free(m.cls);
+    if (c->has_mem) mem_svg(f, c);
+  }
+  sbuf o = {0};
+  procs_text(&o, "");
+  if (o.n) {
+    fputs("<pre class=\"mem\">", f);
+    html_esc(f, o.p);
+    fputs("</pre>\n", f);
+  }
+  free(o.p);
+}
+
 static int write_html(const char *path, const wsum *ws, int nw, comm **corder, int n_div, int n_stuck) {
   FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
   if (!f) { fprintf(stderr, "ncclguard-report: --html %s: %s\n", path, strerror(errno)); return 2; }
@@ -1363,6 +2175,7 @@ static int write_html(const char *path, const wsum *ws, int nw, comm **corder, i
           n_div ? "<span class=\"div\">" : "", n_div, n_div ? "</span>" : "", n_stuck ? "<span class=\"div\">" : "", n_stuck,
           n_stuck ? "</span>" : "", n_error_lines ? "<span class=\"div\">" : "", n_error_lines, n_error_lines == 1 ? "" : "s",
           n_error_lines ? "</span>" : "");
+  if (n_ods) fprintf(f, "<p><span class=\"div\">%d overdue call%s</span> into NCCL: below.</p>\n", n_ods, n_ods == 1 ? "" : "s");
   /* the first error, the first degraded window and every reason, in words (escaped: a log is input) */
   static char txt[16384];
   if (ferr.set) {
@@ -1401,6 +2214,7 @@ static int write_html(const char *path, const wsum *ws, int nw, comm **corder, i
     }
     fputs("</ul>\n", f);
   }
+  html_problems(f, corder);
   fputs("<p class=\"legend\">", f);
   static const char *dmeaning[D_N] = {"", "", " (the buffer used unregistered)", "", " (handed to NCCL unchanged)",
                                        " (started, no outcome logged: blocked or killed)",
@@ -1426,6 +2240,7 @@ static int write_html(const char *path, const wsum *ws, int nw, comm **corder, i
     }
     fputs("</pre>\n", f);
   }
+  html_memory(f, corder);
   /* the cells: one letter per rank and registration */
   fputs("<script type=\"application/json\" id=\"ncclguard-grid\">{\"codes\":{", f);
   for (int k = 1; k < D_N; k++)
@@ -1549,7 +2364,9 @@ int main(int argc, char **argv) {
   corder = calloc((size_t)n_comms + 1, sizeof *corder);
   for (comm *c = comms; c; c = c->hh.next) corder[c->order] = c;
 
-  int bad = n_div || n_stuck || ferr.set;
+  find_layout_parts(ws, nw);
+  if (n_ods > 1) qsort(ods, (size_t)n_ods, sizeof *ods, cmp_overdue);
+  int bad = n_div || n_stuck || ferr.set || n_ods;
   static char big[1 << 16];
   if (opt_trace && write_trace(opt_trace)) return 2;
   if (opt_html && write_html(opt_html, ws, nw, corder, n_div, n_stuck)) return 2;
@@ -1594,9 +2411,13 @@ int main(int argc, char **argv) {
         }
         printf("}");
       }
-      printf("]}");
+      printf("]");
+      json_comm_extras(c);
+      printf("}");
     }
-    printf("],\"first_error\":");
+    printf("]");
+    json_extras();
+    printf(",\"first_error\":");
     json_first(&ferr);
     printf(",\"first_degrade\":");
     json_first(&fdegrade);
@@ -1607,9 +2428,11 @@ int main(int argc, char **argv) {
   char nulls[96] = "";
   if (n_null_comm)
     snprintf(nulls, sizeof nulls, ", %ld registration%s on a NULL communicator", n_null_comm, n_null_comm == 1 ? "" : "s");
-  printf("ncclguard-report: %ld file%s, %ld lines, %d communicator%s, %d window%s%s, %d divergent, %d stuck, %ld error line%s\n",
+  char overdues[64] = ""; /* only where there are some: the line reads as before otherwise */
+  if (n_ods) snprintf(overdues, sizeof overdues, ", %d overdue call%s", n_ods, n_ods == 1 ? "" : "s");
+  printf("ncclguard-report: %ld file%s, %ld lines, %d communicator%s, %d window%s%s, %d divergent, %d stuck, %ld error line%s%s\n",
          n_files, n_files == 1 ? "" : "s", n_lines, n_comms, n_comms == 1 ? "" : "s", nw, nw == 1 ? "" : "s", nulls, n_div,
-         n_stuck, n_error_lines, n_error_lines == 1 ? "" : "s");
+         n_stuck, n_error_lines, n_error_lines == 1 ? "" : "s", overdues);
   if (n_events == 0)
     printf("no ncclguard lines found: were the logs written with NCCLGUARD_LOG=info (ncclguard-run --log-dir DIR)?\n");
 
@@ -1683,8 +2506,10 @@ int main(int argc, char **argv) {
       printf("  stuck: started the registration but logged no outcome - blocked in NCCL or the agreement, or killed\n");
   }
 
+  text_problems(corder);
   if (ferr.set) print_first("first error", &ferr);
   else printf("\nno errors\n");
   if (fdegrade.set) print_first("first degraded window (not an error: the buffer is used unregistered)", &fdegrade);
+  if (!opt_quiet) text_memory(corder);
   return bad ? 1 : 0;
 }

@@ -2,7 +2,8 @@
 # gen_logs.sh DIR [N [W [FORMAT]]]: the logs of a job of N ranks (default 4096) that each register W
 # windows (default 50) on one communicator, where rank 1234 never reaches seq 37 (a hang's signature),
 # one file per rank, as ncclguard-run --log-dir writes them; FORMAT text (default) or json (with times:
-# rank r's window s ends at 1764440000 + s + r/1e6 seconds). Used by tests/t_tools.sh and
+# rank r's window s ends at 1764440000 + s + r/1e6 seconds); each registration line carries the
+# communicator's live windows and bytes after it (comm_windows, comm_bytes: 1 MiB each). Used by tests/t_tools.sh and
 # tests/t_tools_report.sh (too big to commit: 65 MB).
 dir=$1 N=${2:-4096} W=${3:-50} F=${4:-text}
 mkdir -p "$dir" || exit 1
@@ -21,9 +22,9 @@ awk -v dir="$dir" -v N="$N" -v W="$W" -v F="$F" 'BEGIN {
       if (r == 1234 && s >= 37) break
       us = 16000 + ((r * 7 + s * 13) % 5000)
       if (F == "json")
-        printf "{\"ts\":%.6f,\"host\":\"%s\",\"pid\":%d,\"tid\":%d,\"dev\":%d,\"level\":\"INFO\",\"fn\":\"ncclCommWindowRegister\",\"comm\":\"0x55d0c0a1b2c0\",\"cid\":\"%s\",\"rank\":%d,\"nranks\":%d,\"buff\":\"0x7f1200000000\",\"size\":1048576,\"flags\":1,\"win\":\"0x4a2000d048\",\"seq\":%d,\"result\":\"ncclSuccess\",\"us\":%.1f,\"decision\":\"register\",\"reason\":\"ok\",\"msg\":\"registered\"}\n", 1764440000 + s + r / 1e6, h, pid, pid, d, cid, r, N, s, us > f
+        printf "{\"ts\":%.6f,\"host\":\"%s\",\"pid\":%d,\"tid\":%d,\"dev\":%d,\"level\":\"INFO\",\"fn\":\"ncclCommWindowRegister\",\"comm\":\"0x55d0c0a1b2c0\",\"cid\":\"%s\",\"rank\":%d,\"nranks\":%d,\"buff\":\"0x7f1200000000\",\"size\":1048576,\"flags\":1,\"win\":\"0x4a2000d048\",\"seq\":%d,\"result\":\"ncclSuccess\",\"us\":%.1f,\"decision\":\"register\",\"reason\":\"ok\",\"comm_windows\":%d,\"comm_bytes\":%d,\"msg\":\"registered\"}\n", 1764440000 + s + r / 1e6, h, pid, pid, d, cid, r, N, s, us, s + 1, (s + 1) * 1048576 > f
       else
-        printf "%s:%d:%d [%d] NCCLGUARD INFO fn=ncclCommWindowRegister comm=0x55d0c0a1b2c0 cid=%s rank=%d nranks=%d buff=0x7f1200000000 size=1048576 flags=1 win=0x4a2000d048 seq=%d result=ncclSuccess us=%.1f decision=register reason=ok msg=\"registered\"\n", h, pid, pid, d, cid, r, N, s, us > f
+        printf "%s:%d:%d [%d] NCCLGUARD INFO fn=ncclCommWindowRegister comm=0x55d0c0a1b2c0 cid=%s rank=%d nranks=%d buff=0x7f1200000000 size=1048576 flags=1 win=0x4a2000d048 seq=%d result=ncclSuccess us=%.1f decision=register reason=ok comm_windows=%d comm_bytes=%d msg=\"registered\"\n", h, pid, pid, d, cid, r, N, s, us, s + 1, (s + 1) * 1048576 > f
     }
     close(f)
   }
