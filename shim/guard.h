@@ -530,6 +530,7 @@ enum {
   NG_VOTE_NSIZE_P0, NG_VOTE_NSIZE_P1, NG_VOTE_NSIZE_P2,
   NG_VOTE_SIZE_4K, NG_VOTE_NSIZE_4K,
   NG_VOTE_WFLAGS, NG_VOTE_NWFLAGS,
+  NG_VOTE_SIZE_UNKNOWN, /* some rank could not read its allocation's size: sizes are not compared */
   NG_VOTE_NULL_WIN, /* outcome round: NCCL answered success with a NULL window on some rank */
   NG_VOTE_REAL_WIN, /* ... with a window on some rank */
   NG_VOTE_END

@@ -284,6 +284,7 @@ static void vote_fill(struct ng_vote* vt, const struct ng_regreq* r) {
   vt->v[NG_VOTE_NSIZE_4K] = -u;
   vt->v[NG_VOTE_WFLAGS] = r->flags;
   vt->v[NG_VOTE_NWFLAGS] = -r->flags;
+  vt->v[NG_VOTE_SIZE_UNKNOWN] = sz == 0;
 }
 
 /* The window's layout against its peers' (the reduced votes): LAYOUT_MISMATCH when the flags differ, or
@@ -294,7 +295,8 @@ static void vote_fill(struct ng_vote* vt, const struct ng_regreq* r) {
 static int layout_check(struct ng_regreq* r, const int32_t* v, int sym) {
   int flags_differ = v[NG_VOTE_WFLAGS] != -v[NG_VOTE_NWFLAGS];
   int sizes_differ = 0;
-  for (int p = 0; p < 3; p++) sizes_differ |= v[NG_VOTE_SIZE_P0 + p] != -v[NG_VOTE_NSIZE_P0 + p];
+  if (!v[NG_VOTE_SIZE_UNKNOWN]) /* (where a rank cannot tell, NCCL decides, as without ncclguard) */
+    for (int p = 0; p < 3; p++) sizes_differ |= v[NG_VOTE_SIZE_P0 + p] != -v[NG_VOTE_NSIZE_P0 + p];
   if (!flags_differ && !sizes_differ) return NG_R_OK;
   int symmetric = (v[NG_VOTE_WFLAGS] & NG_WIN_COLL_SYMMETRIC) != 0;
   int refuse = flags_differ || (sizes_differ && sym && symmetric && ng_nccl_version() < 23007);
@@ -343,7 +345,8 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
     r->agreed_reason = NG_R_NULL_WINDOW;
     r->local_reason = r->rules.sym == NG_SYM_NO ? NG_R_NULL_WINDOW : NG_R_OK;
     ng_reg_comm_mark(r->comm, 0, 0, 1);
-    if (ng_cfg.null_window == NG_NULLWIN_ERROR) r->decision = NG_D_ERROR, r->result = ncclInvalidUsage;
+    /* (an error, not a NULL window, where device code reads this communicator's windows) */
+    if (ng_cfg.null_window == NG_NULLWIN_ERROR || r->cv.has_devcomm) r->decision = NG_D_ERROR, r->result = ncclInvalidUsage;
     else r->decision = NG_D_DEGRADE, r->result = ncclSuccess, *r->win = NULL;
     char msg[700];
     snprintf(msg, sizeof msg, "symmetric support on some ranks of this communicator only (here: %s): NCCL would give "

@@ -231,6 +231,29 @@ static void p_two_facts(struct ng_vote* v) {
   vmax(v, NG_VOTE_SYM_YES, 1);
 }
 
+/* a peer's allocation twice this rank's (the vote's max of each piece and of the 4 KiB units); arg 1: a
+ * third rank could not read its size (SIZE_UNKNOWN), so sizes are not compared and NCCL decides */
+static int peer_size_unknown;
+static void p_bigger_alloc(struct ng_vote* v) {
+  vmax(v, NG_VOTE_SYM_YES, 1);
+  uint64_t big = (uint64_t)4 << 20;
+  for (int p = 0; p < 3; p++) vmax(v, NG_VOTE_SIZE_P0 + p, (int32_t)((big >> (22 * p)) & 0x3fffff));
+  vmax(v, NG_VOTE_SIZE_4K, (int32_t)(big / 4096));
+  if (peer_size_unknown) vmax(v, NG_VOTE_SIZE_UNKNOWN, 1);
+}
+static void t_decide_layout(int arg) {
+  peer_size_unknown = arg;
+  struct ng_regreq r = decide_req();
+  r.alloc_size = (size_t)2 << 20;
+  decide_with(&r, p_bigger_alloc, 1);
+  if (arg) {
+    decision_is(&r, NG_D_REGISTER, ncclSuccess, NG_R_OK, NG_R_OK);
+  } else {
+    decision_is(&r, NG_D_DEGRADE, ncclSuccess, NG_R_LAYOUT_MISMATCH, NG_R_LAYOUT_MISMATCH);
+    CHECK(win == NULL, "*win %p, want NULL", (void*)win);
+  }
+}
+
 static void t_decide_peer_fact_degrades(int arg) {
   (void)arg;
   struct ng_regreq r = decide_req();
@@ -766,6 +789,8 @@ static const struct tcase cases[] = {
     {"decide-own-fact", t_decide_own_fact, 0, 22809, NULL},
     {"decide-lowest-reason", t_decide_lowest_reason, 0, 22809, NULL},
     {"decide-unknown-never-degrades", t_decide_unknown_never_degrades, 0, 22809, NULL},
+    {"decide-layout-sizes-differ-degrades", t_decide_layout, 0, 22809, NULL},
+    {"decide-layout-size-unknown-registers", t_decide_layout, 1, 22809, NULL},
     {"decide-null-win-error", t_decide_null_win_error, 0, 22809, NULL},
     {"decide-null-buff-2.27-degrades", t_decide_null_buff, 22703, 22703, NULL},
     {"decide-null-buff-2.28-degrades", t_decide_null_buff, 22809, 22809, NULL},
