@@ -70,6 +70,11 @@ check-nccl-header:
 	@test -n "$(NCCL_INCLUDE)" -a -n "$(CUDA_INCLUDE)" || { echo "ncclguard: $(if $(NCCL_INCLUDE),,nccl.h )$(if \
 	  $(NCCL_INCLUDE)$(CUDA_INCLUDE),,and )$(if $(CUDA_INCLUDE),,cuda.h )not found (needed by the tests and the demo only): run make deps (pinned PyPI" \
 	  "wheels into $(DEPS_DIR)/), install the CUDA toolkit, or set NCCL_INCLUDE=dir CUDA_INCLUDE=dir" >&2; exit 1; }
+	@v=$$(awk '/^#define NCCL_(MAJOR|MINOR|PATCH) /{printf "%s ", $$3}' "$(NCCL_INCLUDE)/nccl.h"); set -- $$v; \
+	  test $$(( $${1:-0} * 10000 + $${2:-0} * 100 + $${3:-0} )) -ge 22807 || { echo "ncclguard: the tests and the" \
+	  "demo need an nccl.h of 2.28.7 or newer; $(NCCL_INCLUDE)/nccl.h is $${1:-?}.$${2:-?}.$${3:-?}: set" \
+	  "NCCL_INCLUDE to a newer one (the nvidia-nccl wheel's nvidia/nccl/include, e.g. PyTorch's), or run make" \
+	  "deps-headers" >&2; exit 1; }
 # No NCCL or CUDA include directory: the library must not see nccl.h or cuda.h.
 $(BUILD)/shim/%.o: shim/%.c
 	@mkdir -p $(dir $@)

@@ -584,6 +584,16 @@ if [ "$d" = "build-essential uthash-dev " ] \
   pass "make-deps-build-only (deps: $d; test-deps: $td)"
 else fail make-deps-build-only "deps: '$d' / test-deps: '$td' / demo starts: $(echo "$demo" | head -1)"; fi
 
+# an nccl.h older than 2.28.7 (a GPU host's system NCCL 2.28.3) cannot build the fakes: one line saying so and
+# what to set, before any compiler error
+hdr=$(printf 'ng-print-nccl-include:\n\t@echo $(NCCL_INCLUDE)\n' | make -s -C "$NG_ROOT" -f Makefile -f - ng-print-nccl-include 2>/dev/null)
+if [ -n "$hdr" ] && [ -f "$hdr/nccl.h" ]; then
+  mkdir -p "$T/oldh"; sed 's/^#define NCCL_MINOR .*/#define NCCL_MINOR 28/; s/^#define NCCL_PATCH .*/#define NCCL_PATCH 3/' "$hdr/nccl.h" >"$T/oldh/nccl.h"
+  msg=$(make -s -C "$NG_ROOT" check-nccl-header NCCL_INCLUDE="$T/oldh" 2>&1); rc=$?
+  [ $rc != 0 ] && echo "$msg" | grep -q 'need an nccl.h of 2.28.7 or newer; .*/oldh/nccl.h is 2.28.3: set NCCL_INCLUDE' \
+    && pass nccl-header-too-old-named || fail nccl-header-too-old-named "rc=$rc $msg"
+else echo "# skip nccl-header-too-old-named: no nccl.h found ($hdr)"; fi
+
 # uninstall removes exactly what install wrote: the files, then the directories install created
 # (installing twice changes nothing); a tree with files and directories of its own keeps them. Once
 # (plain): the build system is the same in every variant.
