@@ -1,6 +1,7 @@
 /* NCCLGUARD_* variables: read once with secure_getenv (setuid programs ignore them), validated by
  * the one reader of the table (vars.def, vars.c); a bad value warns and keeps the default. */
 #define _GNU_SOURCE
+#include <sys/auxv.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -40,7 +41,7 @@ static const char* env(const char* name) { return secure_getenv(name); }
 static int unknown_names(void (*f)(const char* name, size_t len)) {
   static const char prefix[] = "NCCLGUARD_";
   int n = 0;
-  if (!secure_getenv("PATH") && getenv("PATH")) return 0; /* secure mode: the environment is not ours */
+  if (getauxval(AT_SECURE)) return 0; /* secure mode (setuid, capabilities): the environment is not ours */
   for (char** e = environ; e && *e; e++) {
     if (strncmp(*e, prefix, sizeof prefix - 1)) continue;
     char name[128];
