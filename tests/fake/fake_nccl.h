@@ -140,6 +140,8 @@ struct ncclComm {
   void *self;           /* hash key */
   int state;            /* enum fn_state */
   int rank, nranks, dev, blocking;
+  int init_delay_ms;     /* FAKE_NCCL_INIT_DELAY_MS, read in the creating thread (never in the init thread:
+                         * getenv there races with the application's setenv) */
   char name[80];        /* shm segment name */
   struct fn_shm *shm;
   uint64_t xgen;        /* next exchange generation (host calls, in order) */

@@ -15,7 +15,7 @@ ncclResult_t fn_comm_init_rendezvous(struct fn_op *op, struct ncclComm *c, int c
 {
   (void)op;
   if (!complete) {
-    if (!c->blocking) usleep((useconds_t)fn_env_int("FAKE_NCCL_INIT_DELAY_MS", 400) * 1000);
+    if (!c->blocking) usleep((useconds_t)c->init_delay_ms * 1000);
     ncclResult_t r = fn_shm_attach(c, c->name, c->nranks);
     if (r != ncclSuccess) return r;
     struct init_rec rec = {(int)getpid(), c->dev, c->rank, c->nranks};

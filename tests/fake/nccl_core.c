@@ -179,6 +179,7 @@ struct ncclComm *fn_comm_new(void)
   c->state = ST_INIT;
   c->sym = -1;
   c->async = ncclSuccess;
+  c->init_delay_ms = fn_env_int("FAKE_NCCL_INIT_DELAY_MS", 400);
   pthread_mutex_init(&c->lk, NULL);
   pthread_cond_init(&c->cv, NULL);
   fn_lock();
