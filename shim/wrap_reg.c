@@ -106,8 +106,7 @@ static int dereg_answered(const char* fn, ncclComm_t comm, double t0, struct ng_
 /* A handle of the other kind (a window to ncclCommDeregister, a buffer registration's handle to
  * ncclCommWindowDeregister): NCCL would look for it among its own kind and fail (pytorch#181610: "Could not
  * find handle", then SIGABRT at teardown). Answered here, nothing deregistered, with the right function named. */
-static ncclResult_t wrong_handle(const char* fn, ncclComm_t comm, const struct ng_commview* cv, const void* h,
-                                 double t0) {
+static ncclResult_t wrong_handle(const char* fn, ncclComm_t comm, const void* h, double t0) {
   int win = !strcmp(fn, "ncclCommDeregister");
   char msg[300];
   snprintf(msg, sizeof msg, "%p is a %s: nothing deregistered. Fix: deregister it with %s", h,
@@ -115,7 +114,6 @@ static ncclResult_t wrong_handle(const char* fn, ncclComm_t comm, const struct n
            win ? "ncclCommWindowDeregister" : "ncclCommDeregister");
   ng_stat_add(NG_ST_ERRORS, 1);
   ng_log_call(NG_LOG_WARN, fn, comm, ncclInvalidArgument, t0, NG_D_ERROR, NG_R_WRONG_HANDLE, msg);
-  (void)cv;
   return ncclInvalidArgument;
 }
 
@@ -147,7 +145,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowDeregister)(ncclComm_t comm, ncclWi
                 "NULL window (degraded or never registered): nothing to deregister");
     return ncclSuccess;
   }
-  if (ng_reg_handle_kind(win) == NG_HANDLE_BUFFER) return wrong_handle("ncclCommWindowDeregister", comm, &cv, win, t0);
+  if (ng_reg_handle_kind(win) == NG_HANDLE_BUFFER) return wrong_handle("ncclCommWindowDeregister", comm, win, t0);
   int left = ng_reg_win_ref(win, -1);
   if (left > 0) {
     /* a window that also serves exact repeats of its registration (decision=reuse): one use fewer */
@@ -225,7 +223,7 @@ NG_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   }
   struct ng_commview cv;
   if (dereg_answered("ncclCommDeregister", comm, t0, &cv, &res)) return res;
-  if (ng_reg_handle_kind(handle) == NG_HANDLE_WINDOW) return wrong_handle("ncclCommDeregister", comm, &cv, handle, t0);
+  if (ng_reg_handle_kind(handle) == NG_HANDLE_WINDOW) return wrong_handle("ncclCommDeregister", comm, handle, t0);
   NG_CALL(res, ncclCommDeregister, comm, handle);
   if (res == ncclSuccess) ng_reg_buf_del(handle);
   ng_log_passed("ncclCommDeregister", comm, res, t0, 1);
