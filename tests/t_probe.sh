@@ -248,6 +248,29 @@ if [ $rc -eq 0 ] && [ $rc2 -eq 0 ] && rows "$T/t.out" | grep -Eq '^torch-lazy\|s
    && rows "$T/t.out" | grep -q '^torch-eager|skip: ' && rows "$T/t2.out" | grep -qx 'torch-eager|skip: --no-torch|skip: --no-torch|skip'; then
   pass probe-torch-skipped
 else fail probe-torch-skipped "rc=$rc/$rc2 $(rows "$T/t.out" | tr '\n' ' ') $(rows "$T/t2.out")"; fi
+# the two runs of a PyTorch scenario go side by side (each mostly Python's start-up): a stand-in Python that
+# "imports torch", and under torch.distributed.run takes 3 s and notes when it began and ended. Both PyTorch
+# rows fit in a budget of 22 s (one after the other, 32 s would be set aside for each and neither would
+# start), and each row's two runs overlap.
+mkdir -p "$T/spy"
+cat >"$T/spy/python3" <<EOS
+#!/bin/sh
+case "\$1" in
+  -c) echo "NGP torch=0.0-standin"; exit 0 ;;
+  -m) echo "start \$(date +%s.%N) \$LD_PRELOAD" >>"$T/spy/times"; sleep 3
+      echo "end \$(date +%s.%N)" >>"$T/spy/times"; echo "rank 0/1: RESULT ok rendezvous=ok peer=ok allreduce=ok"; exit 0 ;;
+esac
+exit 1
+EOS
+chmod +x "$T/spy/python3"
+: >"$T/spy/times"
+probe FAKE_NCCL_VERSION=22809 timeout 60 "$DOC" --probe --python "$T/spy/python3" --only 'torch' --budget 22 >"$T/sp.out" 2>"$T/sp.err"; rc=$?
+# overlap: in each pair of starts, the second began before the first ended (starts and ends alternate s s e e)
+seq_ok=$(awk '{print $1}' "$T/spy/times" | tr '\n' ' ')
+if [ $rc -eq 0 ] && [ "$seq_ok" = "start start end end start start end end " ] \
+   && rows "$T/sp.out" | grep -qx 'torch-lazy|ok|ok|same' && rows "$T/sp.out" | grep -qx 'torch-eager|ok|ok|same'; then
+  pass probe-torch-side-by-side
+else fail probe-torch-side-by-side "rc=$rc order: $seq_ok $(rows "$T/sp.out" | grep torch | tr '\n' ' ') $(tail -2 "$T/sp.err" | tr '\n' ' ')"; fi
 # the wheel alone (nothing on the library path but the driver): used, and said so
 if ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
   echo "# skip probe-wheel-used: this machine has a libnccl.so.2 in ld.so.cache, which comes first"
