@@ -66,6 +66,7 @@ struct rankres {
   int fired_a;   /* reuse: the failed hit was before communicator B was created (or none failed) */
   int reused;    /* reuse: B lives at A's address */
   int a_reg, a_stale; /* reuse: A's registration */
+  int binit_failed;   /* reuse: the armed hit failed NCCL's init of B on this rank */
 };
 struct shared {
   volatile int ready, ready2;
@@ -174,8 +175,15 @@ static int run_reuse(struct shared* sh, int rank, ncclComm_t a, float* d, void* 
   }
   ncclComm_t b = NULL;
   if ((r = ncclCommInitRank(&b, nranks, sh->id2, rank)) != ncclSuccess) {
-    ng_say("failwalk: VIOLATION case=%d rank=%d: ncclCommInitRank of B %s", cid, rank, ng_rc_name(r));
-    return 3;
+    /* the armed hit failed NCCL's own init of B (ncclguard forwards it and adds nothing): this rank has an
+     * error, as with NCCL alone, and its peers wait in NCCL's init, which has no timeout: counted apart */
+    (void)cid;
+    me->binit_failed = 1;
+    me->reg_done = 1;
+    me->rc = r, me->reg = C_ERR;
+    snprintf(me->ar, sizeof me->ar, "error");
+    me->done = 1;
+    exit(0);
   }
   me->reused = b == a;
   w = sentinel;
@@ -374,10 +382,12 @@ static long run_case(int victim, long k, int cid, int* viol, int* fired, int* sp
       kill(pid[r], SIGKILL);
       waitpid(pid[r], &st[r], 0);
     }
-  if (stuck && no_revoke_version()) {
+  int binit_failed = 0;
+  for (int r = 0; r < nranks; r++) binit_failed |= sh->r[r].binit_failed;
+  if (stuck && (no_revoke_version() || binit_failed)) {
     /* where NCCL cannot revoke, a rank whose own step failed after the last round leaves its peers in NCCL's
      * registration exchange, which has no timeout (NCCL alone, when one rank fails its registration
-     * locally, does the same): counted apart */
+     * locally, does the same): counted apart; likewise (reuse) an init of B that failed on one rank */
     *split = 2;
     munmap(sh, sizeof *sh);
     return -1;
