@@ -31,6 +31,23 @@
  * right after init), dereg (register, then deregister), appgroup (the group {application all-reduce;
  * registration} where the all-reduce of the rank under test has an invalid operation: NCCL drops that
  * rank's group only; walked like the others, its k = 0 case being the application error alone).
+ * abort (the warm registration, but hit k does not fail: the test build calls this program's
+ * ng_failpoint_hook there (NG_FAILPOINT=*:K:hook) and a second thread of the application calls
+ * ncclCommAbort on the communicator while the library goes on from that hit: NCCL's way for an application
+ * to end a call that hangs; that rank's registration may end either way but within the bound,
+ * without a crash and with *win NULL on an error, and its all-reduce is not run; its peers end with an
+ * error or correct data within the bound, or their all-reduce finds no partner (NCCL alone: an all-reduce
+ * whose peer aborted never completes), never wrong data; a hit after the registration returned aborts
+ * nothing, counted as not_aborted). ncclCommDestroy from another thread is not walked: NCCL forbids two
+ * threads issuing operations on one communicator at once (its "Thread Safety" page) and documents only
+ * abort as the way to end a call in progress; destroy then frees the communicator under the other call,
+ * a use after free in NCCL alone.
+ * reuse (register on A; abort A after an error, else deregister and destroy it; create B, which the fake
+ * puts at A's address, FAKE_NCCL_REUSE_COMM_ADDR=1; register on B and all-reduce on it: the walk's checks
+ * apply to B, and where the failed hit came before B existed, B must be untouched: registered alike on
+ * every rank, its all-reduce correct; cases where A was still busy and B got another address are counted
+ * as not_reused; a hit that fails NCCL's own init of B leaves the peers in NCCL's init: counted apart
+ * with nccl_wait).
  * --rank/--k: one case only. Prints one line per violation and
  *   "failwalk: RESULT scenario=S ranks=N cases=C violations=V mismatch-free=... max_hits=H"
  * Exit 1 on any violation. Against the fakes only (FAKE_NCCL_VERSION picks the NCCL modelled). */
