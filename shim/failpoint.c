@@ -5,6 +5,12 @@
  *                           any failpoint, all counted together (the walk of tests/t_failpoints.sh); K 0
  *                           counts without failing. Hits are counted from the first one after the
  *                           variable is set (a program may set it once its communicator exists)
+ *   NG_FAILPOINT=NAME:K:hook  at the K-th hit, call the program's `ng_failpoint_hook(name, 0)` and do not
+ *                           fail the step: the program acts while ncclguard is at that hit (tests/progs/
+ *                           failwalk.c aborts the communicator from another thread there)
+ *   ng_failpoint_hook       `void ng_failpoint_hook(const char* name, int failing)`, exported by the program,
+ *                           looked up once when the variable is first read; without the action `hook` it is
+ *                           called with failing = 1 just before the K-th hit fails (the program learns when)
  *   NG_FAILPOINT_REPORT=F   at exit, append to F one line per failpoint: "NAME HITS"; "fired NAME" for the
  *                           one that failed; "total N"; and the sequence of hits as runs of one name,
  *                           "run FIRST COUNT NAME" (a poll loop is one run), so a test learns how many
@@ -12,6 +18,7 @@
  * The variables are the test harness's, not the user's: they are not NCCLGUARD_* settings. */
 #ifdef NG_FAILPOINTS
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -28,6 +35,8 @@ static long fp_total;
 static char fp_name[96];
 static long fp_k = -1; /* -1: not armed */
 static const char* fp_fired;
+static void (*fp_hook)(const char*, int); /* the program's ng_failpoint_hook, if it has one */
+static int fp_want_hook;
 #define NG_FP_RUNS 512
 static struct { const char* name; long first, count; } fp_runs[NG_FP_RUNS];
 static int fp_nruns;
@@ -58,13 +67,25 @@ static void fp_report(void) {
 static int fp_armed;
 static void fp_arm_locked(const char* s) {
   const char* colon = strrchr(s, ':');
-  if (colon && (size_t)(colon - s) < sizeof fp_name) {
+  if (colon && !strcmp(colon, ":hook") && colon > s) { /* NAME:K:hook */
+    fp_want_hook = 1;
+    const char* c2 = colon - 1;
+    while (c2 > s && *c2 != ':') c2--;
+    if (*c2 == ':' && (size_t)(c2 - s) < sizeof fp_name) {
+      memcpy(fp_name, s, (size_t)(c2 - s));
+      fp_name[c2 - s] = 0;
+      fp_k = strtol(c2 + 1, NULL, 10);
+    }
+  } else if (colon && (size_t)(colon - s) < sizeof fp_name) {
     memcpy(fp_name, s, (size_t)(colon - s));
     fp_name[colon - s] = 0;
     fp_k = strtol(colon + 1, NULL, 10);
   }
+  /* (ncclguard's own dlsym would decide this lookup: glibc's, through ng_dl_sym) */
+  fp_hook = (void (*)(const char*, int))ng_dl_sym(RTLD_DEFAULT, "ng_failpoint_hook");
   fp_armed = 1;
 }
+
 static void fp_init(void) { atexit(fp_report); }
 
 int ng_fp_hit(const char* name) {
@@ -90,8 +111,11 @@ int ng_fp_hit(const char* name) {
   int fire = fp_k > 0 && !fp_fired &&
              ((!strcmp(fp_name, "*") && total == fp_k) || (!strcmp(fp_name, name) && hit == fp_k));
   if (fire) fp_fired = name;
+  void (*hook)(const char*, int) = fire ? fp_hook : NULL;
+  int act = fire && fp_want_hook;
   pthread_mutex_unlock(&fp_lock);
-  return fire;
+  if (hook) hook(name, !act); /* outside the failpoints' lock: the program may act here */
+  return fire && !act; /* the action `hook` does not fail the step */
 }
 #else
 typedef int ng_failpoints_off; /* (an empty translation unit is not ISO C) */

@@ -173,16 +173,21 @@ static struct comm_ent* find_gen(ncclComm_t comm, uint64_t gen) {
 int ng_reg_comm_add(ncclComm_t comm, uint64_t cid, uint64_t parent_cid, int rank, int nranks, int dev,
                     int blocking, int state) {
   struct comm_ent* fresh = ng_calloc("registry.comm", 1, sizeof *fresh);
-  if (!fresh) return -1;
   pthread_mutex_lock(&lock);
   struct comm_ent* old = find(comm);
-  if (old) { /* a tombstone, or NCCL reused the address (an entry replaced without a tombstone: a destroy
+  if (old) { /* (also when the new entry could not be allocated: a tombstone left at the address would make the
+                new communicator look destroyed on this rank alone, refused without the round its peers run) */ /* a tombstone, or NCCL reused the address (an entry replaced without a tombstone: a destroy
                 that failed, or one made through another copy of libnccl) */
     HASH_DEL(comms, old);
     /* its agreement resources are released: to the pool now, or by the round that holds them, which
        finds its generation gone at its release */
     if (!old->agree_in_use) pool_add_locked(old->v.dev, &old->agree);
     free_ent(old);
+  }
+  if (!fresh) {
+    pthread_mutex_unlock(&lock);
+    ng_reg_pool_drain();
+    return -1;
   }
   fresh->comm = comm;
   fresh->v = (struct ng_commview){.known = 1, .comm = comm, .cid = cid, .parent_cid = parent_cid, .rank = rank,

@@ -156,6 +156,9 @@ struct ncclComm {
   volatile int revoke_epoch; /* bumped by ncclCommRevoke: host waits begun before it end (abort flag) */
   int sym;              /* symmetric support (fn_symmetric), -1 until computed */
   int inflight;         /* collectives enqueued and not finished */
+  int ops;              /* its operations (fn_op) made and not yet freed */
+  int freed;            /* destroyed or aborted, quiet: its memory may go to the next communicator
+                         * (FAKE_NCCL_REUSE_COMM_ADDR, fn_comm_new) */
   int ndevcomm;
   struct ncclWindow_vidmem *wins;
   struct fn_reg *regs;
@@ -170,6 +173,8 @@ struct ncclComm {
 void fn_lock(void);
 void fn_unlock(void);
 struct ncclComm *fn_comm_new(void);
+void fn_comm_free(struct ncclComm *c); /* destroyed or aborted: reusable where FAKE_NCCL_REUSE_COMM_ADDR=1 */
+
 int fn_comm_known(struct ncclComm *c);
 void fn_win_add(struct ncclWindow_vidmem *w);
 long long fn_win_symoff(struct ncclComm *c, const void *p);
@@ -210,6 +215,7 @@ struct fn_op {
   void *arg;            /* kind-specific */
 };
 struct fn_op *fn_op_new(struct ncclComm *c, int nstages, fn_stage_t stage, fn_finish_t finish, void *arg);
+void fn_op_free(struct fn_op *op);
 ncclResult_t fn_submit(struct fn_op *op);         /* queue in a group, or run now */
 ncclResult_t fn_run_now(struct fn_op *list);      /* post all, complete all, in this thread */
 int fn_in_group(void);

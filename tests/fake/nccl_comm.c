@@ -438,6 +438,7 @@ ncclResult_t pncclCommDestroy(ncclComm_t comm)
   teardown_hang(comm);
   ncclResult_t r = check_teardown(comm);
   if (r == ncclSuccess) r = teardown(comm, ST_DESTROYED);
+  if (r == ncclSuccess) fn_comm_free(comm);
   return LEAVE("ncclCommDestroy", r, "comm=%p", (void *)comm);
 }
 FN_ALIAS(ncclCommDestroy);
@@ -455,6 +456,7 @@ ncclResult_t pncclCommAbort(ncclComm_t comm)
     pthread_cond_broadcast(&comm->cv);
     pthread_mutex_unlock(&comm->lk);
     r = teardown(comm, ST_ABORTED);
+    if (r == ncclSuccess) fn_comm_free(comm);
   }
   return LEAVE("ncclCommAbort", r, "comm=%p", (void *)comm);
 }

@@ -171,9 +171,44 @@ static void core_atfork_child(void)
 }
 __attribute__((constructor)) static void core_init(void) { pthread_atfork(NULL, NULL, core_atfork_child); }
 
+/* FAKE_NCCL_REUSE_COMM_ADDR=1 (read when a communicator is created, in the caller's thread): the memory of a
+ * destroyed or aborted communicator whose work has ended goes to the next communicator created, at the same
+ * address, as glibc's malloc hands a freed chunk to the next request of its size (NCCL allocates its ncclComm
+ * with calloc and frees it at the end of ncclCommDestroy/ncclCommAbort; tests/fake/README.md). Otherwise a
+ * destroyed communicator stays a tombstone at its address for the life of the process. */
+static struct ncclComm *take_freed(void)
+{
+  struct ncclComm *c, *tmp, *hit = NULL;
+  fn_lock();
+  HASH_ITER(hh, all_comms, c, tmp) {
+    if (!__atomic_load_n(&c->freed, __ATOMIC_ACQUIRE)) continue;
+    pthread_mutex_lock(&c->lk);
+    int quiet = c->inflight == 0 && __atomic_load_n(&c->ops, __ATOMIC_ACQUIRE) == 0;
+    pthread_mutex_unlock(&c->lk);
+    if (quiet) { hit = c; break; }
+  }
+  if (hit) {
+    UT_hash_handle hh = hit->hh;
+    pthread_mutex_destroy(&hit->lk);
+    pthread_cond_destroy(&hit->cv);
+    memset(hit, 0, sizeof *hit);
+    hit->hh = hh; /* stays in the table under the same key */
+    hit->self = hit;
+  }
+  fn_unlock();
+  return hit;
+}
+
+void fn_comm_free(struct ncclComm *c)
+{
+  __atomic_store_n(&c->freed, 1, __ATOMIC_RELEASE);
+}
+
 struct ncclComm *fn_comm_new(void)
 {
-  struct ncclComm *c = calloc(1, sizeof *c);
+  struct ncclComm *c = fn_env_int("FAKE_NCCL_REUSE_COMM_ADDR", 0) == 1 ? take_freed() : NULL;
+  int reused = c != NULL;
+  if (!c) c = calloc(1, sizeof *c);
   if (!c) return NULL;
   c->magic = 0xc0115eed;
   c->state = ST_INIT;
@@ -182,6 +217,7 @@ struct ncclComm *fn_comm_new(void)
   c->init_delay_ms = fn_env_int("FAKE_NCCL_INIT_DELAY_MS", 400);
   pthread_mutex_init(&c->lk, NULL);
   pthread_cond_init(&c->cv, NULL);
+  if (reused) return c;
   fn_lock();
   c->self = c;
   HASH_ADD_PTR(all_comms, self, c);

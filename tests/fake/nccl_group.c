@@ -26,7 +26,15 @@ struct fn_op *fn_op_new(struct ncclComm *c, int nstages, fn_stage_t stage, fn_fi
   if (!op) return NULL;
   op->comm = c; op->nstages = nstages; op->stage = stage; op->finish = finish; op->arg = arg;
   op->nonblocking = c && !c->blocking;
+  if (c) __atomic_add_fetch(&c->ops, 1, __ATOMIC_ACQ_REL);
   return op;
+}
+
+void fn_op_free(struct fn_op *op)
+{
+  if (op->comm) __atomic_sub_fetch(&op->comm->ops, 1, __ATOMIC_ACQ_REL);
+  free(op->arg);
+  free(op);
 }
 
 struct fn_op *fn_group_find(int (*match)(struct fn_op *, void *), void *key)
@@ -143,8 +151,7 @@ ncclResult_t fn_run_now(struct fn_op *list)
         __atomic_store_n(&op->comm->async, op->res, __ATOMIC_RELEASE);
     }
     if (res == ncclSuccess && op->res != ncclSuccess) res = op->res;
-    free(op->arg);
-    free(op);
+    fn_op_free(op);
   }
   return res;
 }
@@ -239,7 +246,7 @@ ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
       n = op->next;
       op->next = NULL;
       if (op->on_simulate) { *tail = op; tail = &op->next; }
-      else { free(op->arg); free(op); }
+      else fn_op_free(op);
     }
     qhead = qtail = NULL;
     qerr = ncclSuccess;

@@ -31,11 +31,30 @@
  * right after init), dereg (register, then deregister), appgroup (the group {application all-reduce;
  * registration} where the all-reduce of the rank under test has an invalid operation: NCCL drops that
  * rank's group only; walked like the others, its k = 0 case being the application error alone).
+ * abort (the warm registration, but hit k does not fail: the test build calls this program's
+ * ng_failpoint_hook there (NG_FAILPOINT=*:K:hook) and a second thread of the application calls
+ * ncclCommAbort on the communicator while the library goes on from that hit: NCCL's way for an application
+ * to end a call that hangs; that rank's registration may end either way but within the bound,
+ * without a crash and with *win NULL on an error, and its all-reduce is not run; its peers end with an
+ * error or correct data within the bound, or their all-reduce finds no partner (NCCL alone: an all-reduce
+ * whose peer aborted never completes), never wrong data; a hit after the registration returned aborts
+ * nothing, counted as not_aborted). ncclCommDestroy from another thread is not walked: NCCL forbids two
+ * threads issuing operations on one communicator at once (its "Thread Safety" page) and documents only
+ * abort as the way to end a call in progress; destroy then frees the communicator under the other call,
+ * a use after free in NCCL alone.
+ * reuse (register on A; abort A after an error, else deregister and destroy it; create B, which the fake
+ * puts at A's address, FAKE_NCCL_REUSE_COMM_ADDR=1; register on B and all-reduce on it: the walk's checks
+ * apply to B, and where the failed hit came before B existed, B must be untouched: registered alike on
+ * every rank, its all-reduce correct; cases where A was still busy and B got another address are counted
+ * as not_reused; a hit that fails NCCL's own init of B leaves the peers in NCCL's init: counted apart
+ * with nccl_wait).
  * --rank/--k: one case only. Prints one line per violation and
  *   "failwalk: RESULT scenario=S ranks=N cases=C violations=V mismatch-free=... max_hits=H"
  * Exit 1 on any violation. Against the fakes only (FAKE_NCCL_VERSION picks the NCCL modelled). */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,12 +76,18 @@ struct rankres {
   int rc;        /* its ncclResult_t */
   int stale_win; /* an error left *win set */
   double reg_us;
-  char ar[8];    /* the application's all-reduce: ok / error / hang / wrong */
+  char ar[8];    /* the application's all-reduce: ok / error / hang / wrong; "aborted": not run (abort) */
   int threads_before, threads_after;
+  int aborted;   /* abort: the application aborted the communicator from another thread during the call */
+  int late;      /* abort: the hit came after the registration had returned (nothing was aborted) */
+  int fired_a;   /* reuse: the failed hit was before communicator B was created (or none failed) */
+  int reused;    /* reuse: B lives at A's address */
+  int a_reg, a_stale; /* reuse: A's registration */
+  int binit_failed;   /* reuse: the armed hit failed NCCL's init of B on this rank */
 };
 struct shared {
-  volatile int ready;
-  ncclUniqueId id;
+  volatile int ready, ready2;
+  ncclUniqueId id, id2;
   struct rankres r[MAXR];
 };
 static const char* scen = "one";
@@ -74,6 +99,53 @@ static int base_threads = -1; /* threads after the clean counting run (the fake 
                                  stream with a round's work still queued is kept, by design) */
 
 static int no_revoke, no_revoke_checked;
+static int case_note; /* this case: abort, nothing aborted (the hit came after the call); reuse: B not at A's address */
+static int mode_abort, mode_reuse; /* the scenarios abort and reuse */
+
+/* abort: the application's second thread, which aborts the communicator when the library reaches the armed
+ * hit (ng_failpoint_hook, called by the test build's failpoint.c at that hit with failing = 0) */
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int go, entered, quit, reg_returned, late;
+  int phase;        /* reuse: 1 while communicator A lives, 2 from B's creation */
+  int fired_phase;  /* reuse: the phase in which the armed hit failed (0: none) */
+  ncclComm_t c;
+  ncclResult_t rc;
+} ab = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, NULL, ncclSuccess};
+
+void ng_failpoint_hook(const char* name, int failing);
+void ng_failpoint_hook(const char* name, int failing) {
+  (void)name;
+  pthread_mutex_lock(&ab.mu);
+  if (failing) ab.fired_phase = ab.phase;
+  else if (!mode_abort || ab.reg_returned || ab.go) ab.late = 1;
+  else {
+    ab.go = 1;
+    pthread_cond_broadcast(&ab.cv);
+    /* until the other thread has entered ncclCommAbort (or 50 ms), then a few ms more: the library goes on
+     * from this hit while the abort runs */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    while (!ab.entered && pthread_cond_timedwait(&ab.cv, &ab.mu, &ts) != ETIMEDOUT) {}
+    pthread_mutex_unlock(&ab.mu);
+    usleep(2000);
+    return;
+  }
+  pthread_mutex_unlock(&ab.mu);
+}
+static void* abort_main(void* arg) {
+  (void)arg;
+  pthread_mutex_lock(&ab.mu);
+  while (!ab.go && !ab.quit) pthread_cond_wait(&ab.cv, &ab.mu);
+  int go = ab.go;
+  if (go) ab.entered = 1, pthread_cond_broadcast(&ab.cv);
+  pthread_mutex_unlock(&ab.mu);
+  if (go) ab.rc = ncclCommAbort(ab.c);
+  return NULL;
+}
 /* the hits to fail, from the counting run's report: every k (--every), or the first two and the last hit of
  * each run of consecutive hits of one failpoint (a poll loop polls the same way each time) */
 static long klist[8192];
@@ -90,6 +162,72 @@ static int threads(void) {
   for (struct dirent* e; (e = readdir(d));) n += e->d_name[0] != '.';
   closedir(d);
   return n;
+}
+
+/* reuse: register on A; give A up (abort after an error, else deregister and destroy); create B (the fake hands
+ * it A's memory: FAKE_NCCL_REUSE_COMM_ADDR=1); register on B, all-reduce on B. me->reg/rc/ar/reg_us are B's
+ * (the walk's checks), a_reg/a_stale A's; fired_a says whether the armed hit failed before B existed, where B
+ * must be untouched: registered alike on every rank and its all-reduce correct */
+static int run_reuse(struct shared* sh, int rank, ncclComm_t a, float* d, void* vmm, int cid) {
+  struct rankres* me = &sh->r[rank];
+  ncclWindow_t sentinel = (ncclWindow_t)(uintptr_t)0x5a5a5a5a, w = sentinel;
+  double t0 = ng_now_us();
+  ncclResult_t r = ncclCommWindowRegister(a, vmm, 1 << 21, &w, NCCL_WIN_COLL_SYMMETRIC);
+  double a_us = ng_now_us() - t0;
+  me->a_reg = r != ncclSuccess ? C_ERR : w ? C_REG : C_NULL;
+  me->a_stale = r != ncclSuccess && w != NULL;
+  if (r != ncclSuccess) (void)ncclCommAbort(a); /* as an application does on an NCCL error */
+  else {
+    if (w) (void)ncclCommWindowDeregister(a, w);
+    (void)ncclCommDestroy(a);
+  }
+  pthread_mutex_lock(&ab.mu);
+  ab.phase = 2;
+  pthread_mutex_unlock(&ab.mu);
+  if (rank == 0) {
+    ncclGetUniqueId(&sh->id2);
+    __atomic_store_n(&sh->ready2, 1, __ATOMIC_RELEASE);
+  } else {
+    while (!__atomic_load_n(&sh->ready2, __ATOMIC_ACQUIRE)) usleep(100);
+  }
+  ncclComm_t b = NULL;
+  if ((r = ncclCommInitRank(&b, nranks, sh->id2, rank)) != ncclSuccess) {
+    /* the armed hit failed NCCL's own init of B (ncclguard forwards it and adds nothing): this rank has an
+     * error, as with NCCL alone, and its peers wait in NCCL's init, which has no timeout: counted apart */
+    (void)cid;
+    me->binit_failed = 1;
+    me->reg_done = 1;
+    me->rc = r, me->reg = C_ERR;
+    snprintf(me->ar, sizeof me->ar, "error");
+    me->done = 1;
+    exit(0);
+  }
+  me->reused = b == a;
+  w = sentinel;
+  t0 = ng_now_us();
+  r = ncclCommWindowRegister(b, vmm, 1 << 21, &w, NCCL_WIN_COLL_SYMMETRIC);
+  me->reg_us = ng_now_us() - t0;
+  if (a_us > me->reg_us) me->reg_us = a_us; /* the bound: each registration's */
+  me->reg_done = 1;
+  me->rc = r;
+  me->reg = r != ncclSuccess ? C_ERR : w ? C_REG : C_NULL;
+  me->stale_win = r != ncclSuccess && w != NULL && w != sentinel;
+  if (r != ncclSuccess && !no_revoke_checked) {
+    int v = 0;
+    ncclGetVersion(&v);
+    no_revoke = v < 22807, no_revoke_checked = 1;
+  }
+  const char* ar = r != ncclSuccess && no_revoke ? (ncclCommAbort(b), b = NULL, "error")
+                                                 : ng_app_allreduce(b, d, COUNT, rank, nranks, timeout_ms + 500);
+  snprintf(me->ar, sizeof me->ar, "%s", ar);
+  if (b && r == ncclSuccess && w) ncclCommWindowDeregister(b, w);
+  if (b) (void)(r != ncclSuccess || strcmp(ar, "ok") ? ncclCommAbort(b) : ncclCommDestroy(b));
+  pthread_mutex_lock(&ab.mu);
+  me->fired_a = ab.fired_phase != 2; /* (the armed hit may come in B's registration or teardown) */
+  pthread_mutex_unlock(&ab.mu);
+  me->threads_after = threads();
+  me->done = 1;
+  exit(0);
 }
 
 static int run_rank(struct shared* sh, int rank, int victim, long k, int cid) {
@@ -135,7 +273,7 @@ static int run_rank(struct shared* sh, int rank, int victim, long k, int cid) {
   if (rank == victim && k >= 0) {
     char fp[128], rep[300];
     /* FAILWALK_FP=NAME: the k-th hit of that failpoint instead of the k-th of any (reproducing one case) */
-    snprintf(fp, sizeof fp, "%s:%ld", getenv("FAILWALK_FP") ? getenv("FAILWALK_FP") : "*", k);
+    snprintf(fp, sizeof fp, "%s:%ld%s", getenv("FAILWALK_FP") ? getenv("FAILWALK_FP") : "*", k, mode_abort ? ":hook" : "");
     snprintf(rep, sizeof rep, "%s/c%d.r%d", repdir, cid, rank);
     setenv("NG_FAILPOINT_REPORT", rep, 1);
     setenv("NG_FAILPOINT", fp, 1);
@@ -143,6 +281,14 @@ static int run_rank(struct shared* sh, int rank, int victim, long k, int cid) {
   ncclWindow_t sentinel = (ncclWindow_t)(uintptr_t)0x5a5a5a5a;
   ncclWindow_t w[2] = {sentinel, sentinel};
   ncclResult_t r2 = ncclSuccess;
+  pthread_t abort_thread;
+  int have_abort_thread = 0;
+  ab.phase = 1;
+  if (mode_abort) { /* on every rank and in the counting run too, so that their threads compare alike */
+    ab.c = c;
+    have_abort_thread = pthread_create(&abort_thread, NULL, abort_main, NULL) == 0;
+  }
+  if (mode_reuse) return run_reuse(sh, rank, c, d, vmm, cid);
   double t0 = ng_now_us();
   int nostart = 0;
   if ((!strcmp(scen, "group") || !strcmp(scen, "appgroup")) && (r = ncclGroupStart()) != ncclSuccess) {
@@ -172,6 +318,16 @@ static int run_rank(struct shared* sh, int rank, int victim, long k, int cid) {
     r = ncclCommWindowRegister(c, vmm, 1 << 21, &w[0], NCCL_WIN_COLL_SYMMETRIC);
   }
   me->reg_us = ng_now_us() - t0;
+  if (have_abort_thread) {
+    pthread_mutex_lock(&ab.mu);
+    ab.reg_returned = 1;
+    if (!ab.go) ab.quit = 1;
+    pthread_cond_broadcast(&ab.cv);
+    pthread_mutex_unlock(&ab.mu);
+    pthread_join(abort_thread, NULL); /* the abort, if it ran, has returned */
+    me->aborted = ab.go;
+    me->late = ab.late;
+  }
   me->reg_done = 1;
   me->rc = r;
   me->reg = r != ncclSuccess ? C_ERR : w[0] ? C_REG : C_NULL;
@@ -192,6 +348,12 @@ static int run_rank(struct shared* sh, int rank, int victim, long k, int cid) {
     no_revoke = v < 22807, no_revoke_checked = 1;
   }
   if (failed && no_revoke) nostart = 1;
+  if (me->aborted) { /* the communicator is gone: no all-reduce, no deregistration, no teardown */
+    snprintf(me->ar, sizeof me->ar, "aborted");
+    me->threads_after = threads();
+    me->done = 1;
+    exit(0);
+  }
   const char* ar = nostart ? (ncclCommAbort(c), c = NULL, r == ncclSuccess ? "hang" : "error")
                             : ng_app_allreduce(c, d, COUNT, rank, nranks, timeout_ms + 500);
   snprintf(me->ar, sizeof me->ar, "%s", ar);
@@ -237,10 +399,12 @@ static long run_case(int victim, long k, int cid, int* viol, int* fired, int* sp
       kill(pid[r], SIGKILL);
       waitpid(pid[r], &st[r], 0);
     }
-  if (stuck && no_revoke_version()) {
+  int binit_failed = 0;
+  for (int r = 0; r < nranks; r++) binit_failed |= sh->r[r].binit_failed;
+  if (stuck && (no_revoke_version() || binit_failed)) {
     /* where NCCL cannot revoke, a rank whose own step failed after the last round leaves its peers in NCCL's
      * registration exchange, which has no timeout (NCCL alone, when one rank fails its registration
-     * locally, does the same): counted apart */
+     * locally, does the same): counted apart; likewise (reuse) an init of B that failed on one rank */
     *split = 2;
     munmap(sh, sizeof *sh);
     return -1;
@@ -262,15 +426,21 @@ static long run_case(int victim, long k, int cid, int* viol, int* fired, int* sp
       some_err |= x->reg == C_ERR;
       residual &= x->reg == C_ERR ? !strcmp(x->ar, "error") : !strcmp(x->ar, "ok") || !strcmp(x->ar, "hang");
     }
-    if (!same && !all_err_ar && residual) *split = 1;
+    /* abort: a rank that aborted has no outcome to share, and its peers' all-reduce may find no partner (NCCL
+     * alone: an all-reduce whose peer aborted never completes): error, correct or that wait, never wrong */
+    int any_abort = 0, untouched = mode_reuse;
+    for (int r = 0; r < nranks; r++) any_abort |= sh->r[r].aborted, untouched &= sh->r[r].fired_a;
+    if (!same && !all_err_ar && residual && !any_abort) *split = 1;
     for (int r = 0; r < nranks; r++) {
       struct rankres* x = &sh->r[r];
       const char* v = NULL;
       if (!strcmp(x->ar, "wrong")) v = "wrong data";
-      else if (!strcmp(x->ar, "hang") && !some_err) v = "the all-reduce did not complete after a clean registration";
-      else if (x->stale_win) v = "an error left *win set";
+      else if (!strcmp(x->ar, "hang") && !some_err && !any_abort) v = "the all-reduce did not complete after a clean registration";
+      else if (x->stale_win || x->a_stale) v = "an error left *win set";
       else if (x->reg_us > bound) v = "the registration overran its bound";
-      else if (!same && !all_err_ar && !residual) v = "the ranks ended with different outcomes";
+      else if (!same && !all_err_ar && !residual && !any_abort) v = "the ranks ended with different outcomes";
+      else if (untouched && (x->reg == C_ERR || !same || strcmp(x->ar, "ok")))
+        v = "communicator B, at A's address, was touched by what was done for A (its registration or all-reduce failed)";
       else if (base_threads >= 0 && x->threads_after > base_threads + 2) v = "threads left behind";
       if (v) {
         bad++;
@@ -300,12 +470,16 @@ static long run_case(int victim, long k, int cid, int* viol, int* fired, int* sp
   if (bad || verbose || (*split && getenv("FAILWALK_SHOW_SPLIT"))) {
     char rs[400] = "";
     for (int r = 0; r < nranks; r++)
-      snprintf(rs + strlen(rs), sizeof rs - strlen(rs), " r%d=%s/%s/%.0fms/threads%d->%d", r, ng_rc_name(sh->r[r].rc),
-               sh->r[r].ar, sh->r[r].reg_us / 1e3, sh->r[r].threads_before, sh->r[r].threads_after);
+      snprintf(rs + strlen(rs), sizeof rs - strlen(rs), " r%d=%s/%s/%.0fms/threads%d->%d%s%s", r, ng_rc_name(sh->r[r].rc),
+               sh->r[r].ar, sh->r[r].reg_us / 1e3, sh->r[r].threads_before, sh->r[r].threads_after,
+               sh->r[r].late ? "/late" : "", mode_reuse ? (sh->r[r].reused ? "/reused" : "/new-address") : "");
     ng_say("failwalk: %s scenario=%s rank=%d k=%ld hits=%ld fp=%s pid0=%d:%s%s", bad ? "VIOLATION" : *split ? "split" : "case",
            scen, victim, k, hits, fname[0] ? fname : "-", (int)pid[0], rs, why);
   }
   *viol += bad > 0;
+  case_note = 0; /* the walk's counts: abort cases where nothing was aborted; reuse cases with B elsewhere */
+  for (int r = 0; r < nranks; r++)
+    case_note |= (mode_abort && r == victim && k > 0 && !sh->r[r].aborted) || (mode_reuse && !sh->r[r].reused);
   last_threads = 0;
   for (int r = 0; r < nranks; r++)
     if (sh->r[r].threads_after > last_threads) last_threads = sh->r[r].threads_after;
@@ -330,13 +504,15 @@ int main(int argc, char** argv) {
     else if (!strcmp(a, "--k")) only_k = atol(v), i++;
     else return 2;
   }
+  mode_abort = !strcmp(scen, "abort"), mode_reuse = !strcmp(scen, "reuse");
+  if (mode_reuse) setenv("FAKE_NCCL_REUSE_COMM_ADDR", "1", 1); /* the fake hands B the memory of A */
   if (nranks < 2 || nranks > MAXR || jobs < 1) {
     fprintf(stderr, "failwalk: -n 2..%d, --jobs 1+\n", MAXR);
     return 2;
   }
   snprintf(repdir, sizeof repdir, "%s/failwalk.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (!mkdtemp(repdir)) return 2;
-  int viol = 0, cases = 0, fired, splits = 0, split = 0, nccl_waits = 0;
+  int viol = 0, cases = 0, fired, splits = 0, split = 0, nccl_waits = 0, notes = 0;
   long max_hits = 0;
   int cid = 0;
   for (int victim = 0; victim < nranks; victim++) {
@@ -369,14 +545,15 @@ int main(int argc, char** argv) {
         if (kids[n] == 0) {
           int v = 0, f = 0, sp = 0;
           run_case(victim, klist[i], cid + n, &v, &f, &sp);
-          _exit(v ? 1 : sp == 2 ? 4 : sp ? 3 : 0);
+          _exit(v ? 1 : sp == 2 ? 4 : sp ? 3 : case_note ? 5 : 0);
         }
       }
       cid += n;
       for (int j = 0; j < n; j++) {
         int st;
         waitpid(kids[j], &st, 0);
-        if (WIFEXITED(st) && WEXITSTATUS(st) == 4) nccl_waits++;
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 5) notes++;
+        else if (WIFEXITED(st) && WEXITSTATUS(st) == 4) nccl_waits++;
         else if (WIFEXITED(st) && WEXITSTATUS(st) == 3) splits++;
         else if (!WIFEXITED(st) || WEXITSTATUS(st)) viol++;
         cases++;
@@ -384,7 +561,10 @@ int main(int argc, char** argv) {
     }
   }
   rmdir(repdir);
-  ng_say("failwalk: RESULT scenario=%s ranks=%d cases=%d violations=%d split=%d nccl_wait=%d max_hits=%ld%s", scen,
-         nranks, cases, viol, splits, nccl_waits, max_hits, every ? " every" : "");
+  char note[64] = "";
+  if (mode_abort) snprintf(note, sizeof note, " not_aborted=%d", notes); /* hits after the registration returned */
+  if (mode_reuse) snprintf(note, sizeof note, " not_reused=%d", notes);  /* B not at A's address (A still busy) */
+  ng_say("failwalk: RESULT scenario=%s ranks=%d cases=%d violations=%d split=%d nccl_wait=%d max_hits=%ld%s%s", scen,
+         nranks, cases, viol, splits, nccl_waits, max_hits, note, every ? " every" : "");
   return viol ? 1 : 0;
 }

@@ -70,7 +70,7 @@ $(1)/explore: $(PROGS_SRCDIR)/explore.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
 $(1)/failwalk: $(PROGS_SRCDIR)/failwalk.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
 	@mkdir -p $$(@D)
 	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
-	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/failwalk.c $(PROGS_COMMON) $(2) -ldl -lpthread
+	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/failwalk.c $(PROGS_COMMON) $(2) -ldl -lpthread -Wl,--export-dynamic-symbol=ng_failpoint_hook
 $(1)/manycomm: $(PROGS_SRCDIR)/manycomm.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
 	@mkdir -p $$(@D)
 	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
