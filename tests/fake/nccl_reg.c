@@ -20,6 +20,41 @@ static ncclResult_t cuda_fail(CUresult cr, const char *what)
 
 /* ---- ncclMemAlloc / ncclMemFree: cuMemCreate + cuMemAddressReserve + cuMemMap (internal calls) ---- */
 
+static int cumem_on(void);
+
+/* NCCL's fallback where cuMem is off (NCCL_CUMEM_ENABLE=0): cudaMalloc (allocator.cc at v2.27.7-1, v2.28.9-1,
+ * v2.30.7-1; docs/NCCL.md §2). Its failure sets the calling thread's last error in the runtime NCCL calls;
+ * before 2.29.2 NCCL's CUDACHECKGOTO leaves it there, from 2.29.2 it resets it (cudaGetLastError in
+ * include/checks.h). This fake models a libnccl built against the shared runtime (CUDARTLIB=cudart): its
+ * runtime is the application's, found loaded (never loaded here); with none loaded, cuMemAlloc alone, as a
+ * libnccl with its own (static) runtime, whose error no application reads. */
+static ncclResult_t memalloc_fallback(void **ptr, size_t size)
+{
+  static void *rt_malloc, *rt_getlast;
+  if (!__atomic_load_n(&rt_malloc, __ATOMIC_ACQUIRE)) {
+    void *h = RTLD_DEFAULT;
+    void *m = dlsym(h, "cudaMalloc");
+    if (!m && (h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD))) m = dlsym(h, "cudaMalloc");
+    if (m) {
+      __atomic_store_n(&rt_getlast, dlsym(h, "cudaGetLastError"), __ATOMIC_RELEASE);
+      __atomic_store_n(&rt_malloc, m, __ATOMIC_RELEASE);
+    }
+  }
+  if (rt_malloc) {
+    int e = ((int (*)(void **, size_t))rt_malloc)(ptr, size);
+    if (e == 0) return ncclSuccess;
+    fn_warn("Cuda failure %d 'cudaMalloc of %zu bytes'", e, size);
+    fn_set_error("Cuda failure %d (cudaMalloc of %zu bytes)", e, size);
+    if (fn_version() >= 22902 && rt_getlast) (void)((int (*)(void))rt_getlast)();
+    return ncclUnhandledCudaError;
+  }
+  CUdeviceptr p = 0;
+  CUresult cr = cuMemAlloc(&p, size);
+  if (cr != CUDA_SUCCESS) return cuda_fail(cr, "cudaMalloc");
+  *ptr = (void *)(uintptr_t)p;
+  return ncclSuccess;
+}
+
 ncclResult_t pncclMemAlloc(void **ptr, size_t size)
 {
   ENTER();
@@ -28,6 +63,7 @@ ncclResult_t pncclMemAlloc(void **ptr, size_t size)
   CUmemGenericAllocationHandle h = 0;
   size_t gran = 0, sz = 0;
   if (!ptr || size == 0) { fn_set_error("ncclMemAlloc: invalid argument"); r = ncclInvalidArgument; goto out; }
+  if (!cumem_on()) { r = memalloc_fallback(ptr, size); goto out; }
   CUdevice dev = 0;
   if (cuCtxGetDevice(&dev) != CUDA_SUCCESS) dev = 0;
   CUmemAllocationProp prop;
@@ -59,7 +95,10 @@ ncclResult_t pncclMemFree(void *ptr)
 {
   ENTER();
   ncclResult_t r = ncclSuccess;
-  if (ptr) {
+  if (ptr && !cumem_on()) { /* the fallback's cudaFree */
+    CUresult cr = cuMemFree((CUdeviceptr)(uintptr_t)ptr);
+    if (cr != CUDA_SUCCESS) r = cuda_fail(cr, "cudaFree");
+  } else if (ptr) {
     CUdeviceptr base = 0;
     size_t sz = 0;
     CUmemGenericAllocationHandle h;
