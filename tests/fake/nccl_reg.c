@@ -177,6 +177,10 @@ struct reg_arg {
   struct fn_symmem *mem; /* its place in the symmetric address space (sym_obtain) */
   struct ncclWindow_vidmem *w; /* 2.27: the window, made and written at call time (reg_call_227) */
   int in_job;           /* 2.28+: reached NCCL's group-end job (ncclDevrWindowRegisterInGroup) */
+  /* the fault knobs, read when the call is made, in the caller's thread: the group-end job that uses them
+   * may run in a thread of NCCL's, where a getenv races with the program's setenv */
+  int stall_k;          /* FAKE_NCCL_REG_STALL */
+  int delay_ms;         /* FAKE_NCCL_REG_DELAY_MS */
 };
 
 /* ---- symmetric support (docs/NCCL.md, from NCCL's init.cc and transport.cc per version) ---- */
@@ -502,16 +506,15 @@ static ncclResult_t reg_call_227(struct ncclComm *c, struct reg_arg *a)
   return ncclSuccess;
 }
 
-/* Fault injection: FAKE_NCCL_REG_STALL=K (read at every registration): this process's K-th registration
+/* Fault injection: FAKE_NCCL_REG_STALL=K (read at every registration call): this process's K-th registration
  * exchange never completes, as every rank of sglang#36943 (NCCL 2.29.7) blocked in ncclCommWindowRegister
  * in a recvmsg with no timeout. NCCL's waits there (bootstrap, the proxy's fd request) poll the
  * communicator's abort flag (src/bootstrap.cc, src/proxy.cc at v2.29.7-1): ncclCommAbort or a revoke ends
  * them with ncclInternalError, as the other exchanges of the fake. */
-static int reg_stall_now(void)
+static int reg_stall_now(int k)
 {
   static int n;
-  const char *e = getenv("FAKE_NCCL_REG_STALL");
-  int k = e && *e ? atoi(e) : 0, mine = __atomic_add_fetch(&n, 1, __ATOMIC_ACQ_REL);
+  int mine = __atomic_add_fetch(&n, 1, __ATOMIC_ACQ_REL);
   return k > 0 && mine == k;
 }
 
@@ -532,7 +535,7 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
   struct reg_arg *a = op->arg;
   struct ncclComm *c = op->comm;
   int v = fn_version();
-  if (complete) return a->skip ? ncclSuccess : reg_stall_now() ? reg_stall(c) : fn_xcomplete(c, op->gen, NULL);
+  if (complete) return a->skip ? ncclSuccess : reg_stall_now(a->stall_k) ? reg_stall(c) : fn_xcomplete(c, op->gen, NULL);
 
   if (c->damaged) { fn_set_error("communicator %p is in an error state after a failed registration", (void *)c); return ncclInternalError; }
   a->in_job = 1;
@@ -670,10 +673,9 @@ static void reg_finish(struct fn_op *op, ncclResult_t r)
     if (!a->win && a->in_job && v >= 22800 && v < 22900) null_win_write();
     return;
   }
-  /* Fault injection, read at every call: FAKE_NCCL_REG_DELAY_MS=N holds this rank N ms after the
-   * exchange completed, before the call returns (a slow rank: issue 19, case 2) */
-  const char *dly = getenv("FAKE_NCCL_REG_DELAY_MS");
-  if (dly && *dly && atoi(dly) > 0) usleep((useconds_t)atoi(dly) * 1000);
+  /* Fault injection, read at every call (when it is made): FAKE_NCCL_REG_DELAY_MS=N holds this rank N ms
+   * after the exchange completed, before the call returns (a slow rank: issue 19, case 2) */
+  if (a->delay_ms > 0) usleep((useconds_t)a->delay_ms * 1000);
   if (a->w) { /* 2.27: the window the call made and wrote, now symmetric */
     a->w->va = a->va; a->w->va_size = a->va_size; a->w->mem = a->mem;
     return;
@@ -731,6 +733,8 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
   if (!win && !fn_symmetric(comm) && !fn_param("NCCL_LOCAL_REGISTER", 1)) goto out;
   struct reg_arg *a = calloc(1, sizeof *a);
   a->buff = buff; a->size = size; a->win = win; a->flags = winFlags; a->in_group = fn_in_group();
+  a->stall_k = fn_env_int("FAKE_NCCL_REG_STALL", 0);
+  a->delay_ms = fn_env_int("FAKE_NCCL_REG_DELAY_MS", 0);
   if (v < 22800) { /* 2.27: the checks and *win in the call, the exchange at group end (reg_call_227) */
     if ((r = reg_call_227(comm, a)) != ncclSuccess || a->skip == 1) { free(a); goto out; } /* *win is NULL */
     a->w = win_new(comm, a, a->skip == 2);
