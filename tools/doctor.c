@@ -11,14 +11,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
-#ifndef NG_VERSION /* set by the Makefile from VERSION and git (or REVISION); no revision: none shown */
-#define NG_VERSION "unknown"
-#endif
-#ifdef NG_REVISION
-#define NG_IDENTITY NG_VERSION " (" NG_REVISION ")"
-#else
-#define NG_IDENTITY NG_VERSION
-#endif
+#include "identity.h" /* NG_IDENTITY, for --version */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>

@@ -8,14 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
-#ifndef NG_VERSION /* set by the Makefile from VERSION and git (or REVISION); no revision: none shown */
-#define NG_VERSION "unknown"
-#endif
-#ifdef NG_REVISION
-#define NG_IDENTITY NG_VERSION " (" NG_REVISION ")"
-#else
-#define NG_IDENTITY NG_VERSION
-#endif
+#include "identity.h" /* NG_IDENTITY, for --version */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,8 +24,8 @@ static const char *usage_text =
     "retried, degraded, failed or have no line at all, with min/median/max duration; the\n"
     "windows where ranks decided differently or some ranks never arrived (the signature of\n"
     "a hang), with those ranks; and the first error with a diagnosis. Then, where the logs have\n"
-    "them: per communicator the first step where the ranks' windows differ in size or flags\n"
-    "(layouts that part); the calls into NCCL that had not returned within NCCLGUARD_TIMEOUT,\n"
+    "them: per communicator the first step where a rank logged layout_mismatch or the ranks'\n"
+    "flags differ (layouts that part); the calls into NCCL that had not returned within NCCLGUARD_TIMEOUT,\n"
     "by call (overdue); and the registered memory: live windows and bytes per rank, the last\n"
     "logged and the peak, budget warnings, and each process's exit summary.\n"
     "\n"
@@ -1991,30 +1984,30 @@ static void html_esc(FILE *f, const char *s) {
 
 /* ---- --html: the sections in words, and each communicator's registered bytes over time as an inline SVG ---- */
 
+/* each communicator's layout line (sizes: its size arguments' information line), then the end of the <pre> */
+static void html_layout_lines(FILE *f, comm **corder, int sizes) {
+  for (int ci = 0; ci < n_comms; ci++) {
+    const struct layout_part *p = sizes ? corder[ci]->sizes : corder[ci]->part;
+    if (!p) continue;
+    fprintf(f, "comm %016llx: ", (unsigned long long)corder[ci]->cid);
+    html_esc(f, p->text);
+    fputc('\n', f);
+  }
+  fputs("</pre>\n", f);
+}
+
 static void html_problems(FILE *f, comm **corder) {
   static char b[1 << 16];
   if (n_parted) {
     fprintf(f, "<h2%s>window layouts that part</h2>\n<p>The first step", n_parted_mismatch ? " class=\"div\"" : "");
     fputs(" where a rank logged <code>layout_mismatch</code> or the ranks registered windows with different flags, "
           "per communicator:</p>\n<pre class=\"layout\">", f);
-    for (int ci = 0; ci < n_comms; ci++)
-      if (corder[ci]->part) {
-        fprintf(f, "comm %016llx: ", (unsigned long long)corder[ci]->cid);
-        html_esc(f, corder[ci]->part->text);
-        fputc('\n', f);
-      }
-    fputs("</pre>\n", f);
+    html_layout_lines(f, corder, 0);
   }
   if (n_sizes_differ) {
     fputs("<h2>window size arguments that differ</h2>\n<p>Information: the first step where the ranks passed "
           "different sizes and the layouts do not part, per communicator:</p>\n<pre class=\"sizes\">", f);
-    for (int ci = 0; ci < n_comms; ci++)
-      if (corder[ci]->sizes) {
-        fprintf(f, "comm %016llx: ", (unsigned long long)corder[ci]->cid);
-        html_esc(f, corder[ci]->sizes->text);
-        fputc('\n', f);
-      }
-    fputs("</pre>\n", f);
+    html_layout_lines(f, corder, 1);
   }
   if (n_ods) {
     fputs("<h2 class=\"div\">calls overdue in NCCL</h2>\n<p>Calls into NCCL that had not returned within "
