@@ -33,16 +33,18 @@ static const struct cudart* cudart(void) {
   }
   void* get = peek ? ng_dl_sym(h, "cudaGetLastError") : NULL;
   if (!get) return NULL; /* no runtime loaded (yet): asked again at the next call */
-  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&mu);
-  if (!rt_ready) {
-    rt_found.peek = (int (*)(void))peek;
-    rt_found.get = (int (*)(void))get;
-    rt_found.name = (const char* (*)(int))ng_dl_sym(h, "cudaGetErrorName");
-    __atomic_store_n(&rt_ready, 1, __ATOMIC_RELEASE);
-  }
-  pthread_mutex_unlock(&mu);
-  return &rt_found;
+  /* published without a lock (none to hold across fork): the first thread to claim the slot fills it; a
+   * thread that finds the runtime meanwhile uses its own copy for this call */
+  static int claimed;
+  static __thread struct cudart mine;
+  int zero = 0;
+  struct cudart* slot = __atomic_compare_exchange_n(&claimed, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+                            ? &rt_found : &mine;
+  slot->peek = (int (*)(void))peek;
+  slot->get = (int (*)(void))get;
+  slot->name = (const char* (*)(int))ng_dl_sym(h, "cudaGetErrorName");
+  if (slot == &rt_found) __atomic_store_n(&rt_ready, 1, __ATOMIC_RELEASE);
+  return slot;
 }
 
 static const char* err_name(const struct cudart* rt, int e, char* buf, size_t cap) {
