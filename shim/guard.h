@@ -25,7 +25,7 @@
 #define NG_PLAIN_FUNCS(X)                                                                               \
   X(ncclCommInitRank) X(ncclCommInitRankConfig) X(ncclCommInitAll) X(ncclCommSplit) X(ncclCommFinalize) \
   X(ncclCommDestroy) X(ncclCommAbort) X(ncclCommRegister) X(ncclCommDeregister) X(ncclGroupStart)       \
-  X(ncclGroupEnd)
+  X(ncclGroupEnd) X(ncclMemAlloc)
 /* ... and those some lack (the first version that has each): exported as indirect functions (exports.c). */
 #define NG_OPTIONAL_FUNCS(X)                                                                            \
   X(ncclCommInitRankScalable) /* 2.23.4 */ X(ncclGroupSimulateEnd) /* 2.22.3 */                       \

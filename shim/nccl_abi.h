@@ -84,6 +84,7 @@ struct ng_nccl_props; /* the prefix of ncclCommProperties_t ncclguard reads (rul
   X(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win))                          \
   X(ncclResult_t, ncclCommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle))      \
   X(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle))                              \
+  X(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size))                                                \
   X(ncclResult_t, ncclGroupStart, (void))                                                                 \
   X(ncclResult_t, ncclGroupEnd, (void))                                                                   \
   X(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo))                                        \

@@ -415,6 +415,7 @@ void* ng_foreign(const void* ra, enum ng_real_id id) {
   X(SELF, ncclCommDeregister, (const ncclComm_t a, void* b), (a, b))                                      \
   X(SELF, ncclGroupStart, (void), ())                                                                     \
   X(SELF, ncclGroupEnd, (void), ())                                                                       \
+  X(SELF, ncclMemAlloc, (void** a, size_t b), (a, b))                                                     \
   X(W, ncclCommInitRankScalable, (ncclComm_t * a, int b, int c, int d, ncclUniqueId* e, ncclConfig_t* f), \
     (a, b, c, d, e, f))                                                                                   \
   X(W, ncclGroupSimulateEnd, (ncclSimInfo_t * a), (a))                                                    \

@@ -51,7 +51,7 @@ unset FAKE_NCCL_VERSION
 g init "$DH" "$NCCL" init
 [ $rc = 0 ] && echo "$out" | grep -q 'RESULT init uid=0 init=0 alloc=0 reg=0 win=set dereg=0 destroy=0' \
   && lhas init 'fn=ncclCommInitRank .*result=ncclSuccess' && lhas init 'fn=ncclCommWindowRegister .*rank=0 nranks=1 .*result=ncclSuccess' \
-  && lhas init 'fn=ncclCommDestroy .*result=ncclSuccess' && lhas init 'fn=summary calls=4 comms=1 registered=1' \
+  && lhas init 'fn=ncclCommDestroy .*result=ncclSuccess' && lhas init 'fn=summary calls=5 comms=1 registered=1' \
   && pass dlsym-handle-init-and-registration-guarded || fail dlsym-handle-init-and-registration-guarded "$(why init)"
 
 # --- every other lookup as glibc answers it; every wrapped name redirected, on dlsym and dlvsym -------------
@@ -210,7 +210,7 @@ for mode in local global; do
     && [ "$(logs two$mode | grep -c 'fn=ncclCommInitRank .*result=ncclSuccess')" = 2 ] \
     && lhas two$mode "fn=ncclCommInitRank .*msg=\"made by $SECOND \\(NCCL 22809\\), the communicator's own libnccl\"" \
     && [ "$(logs two$mode | grep -c 'fn=ncclCommWindowRegister .*decision=register reason=ok')" = 2 ] \
-    && lhas two$mode 'fn=summary calls=7 comms=2 registered=2 ' \
+    && lhas two$mode 'fn=summary calls=9 comms=2 registered=2 ' \
     && pass "two-libnccl-$mode-each-guarded-with-its-own" \
     || fail "two-libnccl-$mode-each-guarded-with-its-own" "$(echo "$out" | grep -E 'Dereg|RESULT|Invalid') $(why two$mode)"
 done
@@ -300,7 +300,7 @@ runpy.run_path('$NG_ROOT/tests/progs/pynccl_like.py')" 2>&1); rc=$?
     pyimp impinit$k "$lib" init
     [ $rc = 0 ] && echo "$out" | grep -q 'RESULT init uid=0 init=0 alloc=0 reg=0 allreduce=0 dereg=0 destroy=0 win=set' \
       && lhas impinit$k 'fn=ncclCommInitRank .*result=ncclSuccess' && lhas impinit$k 'fn=ncclCommWindowRegister .*nranks=1 .*result=ncclSuccess' \
-      && lhas impinit$k 'fn=summary calls=4 comms=1 registered=1 ' && ! lhas impinit$k 'fn=ncclAllReduce' \
+      && lhas impinit$k 'fn=summary calls=5 comms=1 registered=1 ' && ! lhas impinit$k 'fn=ncclAllReduce' \
       && pass "ctypes-import-ncclguard-init-and-registration-guarded-$k" || fail "ctypes-import-ncclguard-init-and-registration-guarded-$k" "$(why impinit$k)"
   done
   # the hook changes nothing else: a missing name still raises AttributeError, a collective is NCCL's own,

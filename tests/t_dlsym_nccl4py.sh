@@ -84,7 +84,7 @@ g init "$PY" "$PROG" init
   && lhas init 'fn=ncclCommInitRank .*result=ncclSuccess' \
   && lhas init 'fn=ncclCommWindowRegister .*rank=0 nranks=1 .*result=ncclSuccess .*decision=register' \
   && lhas init 'fn=ncclCommWindowDeregister .*result=ncclSuccess' && lhas init 'fn=ncclCommDestroy .*result=ncclSuccess' \
-  && lhas init 'fn=summary calls=4 comms=1 registered=1' && ! lhas init 'fn=ncclAllReduce' \
+  && lhas init 'fn=summary calls=5 comms=1 registered=1' && ! lhas init 'fn=ncclAllReduce' \
   && pass nccl4py-init-and-registration-guarded || fail nccl4py-init-and-registration-guarded "$(why init)"
 
 # --- nccl.core, the high-level API: imports against the fakes, refuses a null communicator itself ---------

@@ -461,3 +461,40 @@ out=$(FAKE_NCCL_VERSION=22809 NCCLGUARD_WINDOW_BUDGET=200000 NCCLGUARD_LOG=info 
 g acct --expect-win nonnull
 [ $rc = 0 ] && [ "$(logs acct | grep -c 'fn=summary .*windows_live=0 window_bytes=0 window_bytes_peak=2097152')" = 2 ] \
   && pass window-bytes-in-summary || fail window-bytes-in-summary "$(why acct) $(logs acct | grep summary | head -1)"
+
+# --- a failed ncclMemAlloc (docs/NCCL.md §2, "What a failed ncclMemAlloc leaves behind"): NCCL 2.28 with cuMem
+# off falls back to cudaMalloc, whose failure stays in the thread's CUDA runtime error (the fake's runtime is the
+# program's, as a libnccl built against the shared runtime); one WARN names size, result and that error; it is
+# cleared where nothing was pending before (NCCLGUARD_MEMALLOC_CLEAR, default 1), kept otherwise
+MA=$PROGS/memalloc
+ma() { # ma NAME ENV... : the program with ncclguard (log file $T/NAME.*.log), $out and $rc
+  n=$1; shift
+  out=$(export NCCL_CUMEM_ENABLE=0 FAKE_CUDA_OOM_BELOW=99999999 "$@" NCCLGUARD_LOG_FILE="$T/$n.%p.log"
+    fake_run "$MA" 4194304 ${MA_ARGS:-} 2>"$T/$n.err"); rc=$?
+}
+out=$(NCCL_CUMEM_ENABLE=0 FAKE_CUDA_OOM_BELOW=99999999 bare_run "$MA" 4194304 2>/dev/null); rc=$?
+[ $rc = 0 ] && [ "$out" = "memalloc result=1 ptr=null lasterr=cudaErrorMemoryAllocation" ] \
+  && pass memalloc-fail-leaves-cuda-error-without || fail memalloc-fail-leaves-cuda-error-without "rc=$rc $out"
+warn_re='WARN fn=ncclMemAlloc buff=0x0 size=4194304 result=ncclUnhandledCudaError .*decision=pass reason=nccl_error'
+ma macl
+[ $rc = 0 ] && [ "$out" = "memalloc result=1 ptr=null lasterr=cudaSuccess" ] && [ "$(logs macl | grep -c 'fn=ncclMemAlloc')" = 1 ] \
+  && lhas macl "$warn_re cuda_error=cleared:cudaErrorMemoryAllocation msg=\"ncclMemAlloc of 4194304 bytes failed \(ncclUnhandledCudaError\); .*ncclguard cleared it" \
+  && pass memalloc-fail-warn-and-cleared || fail memalloc-fail-warn-and-cleared "rc=$rc $out | $(logs macl | head -2)"
+ma maleft NCCLGUARD_MEMALLOC_CLEAR=0
+[ $rc = 0 ] && [ "$out" = "memalloc result=1 ptr=null lasterr=cudaErrorMemoryAllocation" ] \
+  && lhas maleft "$warn_re cuda_error=left:cudaErrorMemoryAllocation .*Fix: clear it with cudaGetLastError\(\) before falling back to a plain buffer" \
+  && pass memalloc-fail-left-when-clear-off || fail memalloc-fail-left-when-clear-off "rc=$rc $out | $(logs maleft | head -2)"
+MA_ARGS=--pending ma makept
+[ $rc = 0 ] && [ "$out" = "memalloc result=1 ptr=null lasterr=cudaErrorMemoryAllocation" ] \
+  && lhas makept "$warn_re cuda_error=kept:cudaErrorMemoryAllocation .*already pending" \
+  && pass memalloc-fail-pending-error-kept || fail memalloc-fail-pending-error-kept "rc=$rc $out | $(logs makept | head -2)"
+ma ma29 FAKE_NCCL_VERSION=22903
+[ $rc = 0 ] && [ "$out" = "memalloc result=1 ptr=null lasterr=cudaSuccess" ] \
+  && lhas ma29 "$warn_re cuda_error=none " && pass memalloc-fail-2.29-nothing-left || fail memalloc-fail-2.29-nothing-left "rc=$rc $out | $(logs ma29 | head -2)"
+# success: forwarded, one INFO line, nothing else (no WARN, the runtime untouched)
+for cm in 1 0; do
+  out=$(NCCL_CUMEM_ENABLE=$cm NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/maok$cm.%p.log" fake_run "$MA" 4194304 2>"$T/maok$cm.err"); rc=$?
+  [ $rc = 0 ] && [ "$out" = "memalloc result=0 ptr=set lasterr=cudaSuccess" ] \
+    && lhas maok$cm 'INFO fn=ncclMemAlloc buff=0x[0-9a-f]+ size=4194304 result=ncclSuccess .*decision=pass reason=ok$' \
+    && ! lhas maok$cm 'WARN|cuda_error' && pass memalloc-success-unchanged-cumem$cm || fail memalloc-success-unchanged-cumem$cm "rc=$rc $out | $(logs maok$cm | head -2)"
+done

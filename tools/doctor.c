@@ -11,14 +11,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
-#ifndef NG_VERSION /* set by the Makefile from VERSION and git (or REVISION); no revision: none shown */
-#define NG_VERSION "unknown"
-#endif
-#ifdef NG_REVISION
-#define NG_IDENTITY NG_VERSION " (" NG_REVISION ")"
-#else
-#define NG_IDENTITY NG_VERSION
-#endif
+#include "identity.h" /* NG_IDENTITY, for --version */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -325,48 +318,12 @@ static void copy_field(char *dst, size_t n, const char *line, const char *key) {
 
 static void run_python(const char *interp, int timeout_s) {
   snprintf(py.interp, sizeof py.interp, "%s", interp);
-  int fd[2];
-  if (pipe(fd) != 0) return;
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(fd[0]); close(fd[1]);
-    return;
-  }
-  if (pid == 0) {
-    setpgid(0, 0);
-    dup2(fd[1], 1);
-    int nul = open("/dev/null", O_RDWR);
-    if (nul >= 0) { dup2(nul, 0); dup2(nul, 2); }
-    close(fd[0]); close(fd[1]);
-    /* the probe must not be intercepted by ncclguard nor start the Python hook */
-    unsetenv("LD_PRELOAD");
-    execlp(interp, interp, "-c", py_script, (char *)NULL);
-    _exit(127);
-  }
-  close(fd[1]);
+  /* the probe must not be intercepted by ncclguard nor start the Python hook: LD_PRELOAD unset */
   char buf[16384];
-  size_t len = 0;
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (;;) {
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    long left_ms = timeout_s * 1000L - ((t1.tv_sec - t0.tv_sec) * 1000L + (t1.tv_nsec - t0.tv_nsec) / 1000000L);
-    if (left_ms <= 0) { py.timed_out = 1; break; }
-    struct pollfd p = {.fd = fd[0], .events = POLLIN};
-    int r = poll(&p, 1, (int)left_ms);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) { py.timed_out = (r == 0); break; }
-    ssize_t got = read(fd[0], buf + len, sizeof buf - 1 - len);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    len += (size_t)got;
-    if (len >= sizeof buf - 1) break;
-  }
-  close(fd[0]);
-  if (py.timed_out) kill(-pid, SIGKILL), kill(pid, SIGKILL);
+  char *argv[] = {(char *)interp, "-c", (char *)py_script, NULL};
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-  buf[len] = 0;
+  size_t len = ng_run_capture(argv, timeout_s, buf, sizeof buf, &status, &py.timed_out);
+  if (status == -1) return; /* could not be started */
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && len == 0) return; /* not found */
   py.ran = 1;
   for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {

@@ -217,14 +217,19 @@ static int find_near(const char *dir, const char *const *rel, const char *leaf, 
   return 0;
 }
 
-/* Runs argv with stdout captured, for at most timeout_s; returns what it printed (static buffer). */
-static const char *capture(char *const argv[], int timeout_s) {
-  static char buf[8192];
+/* Runs argv (execvp) in a process group of its own, with LD_PRELOAD unset (neither the probe's programs nor
+ * the doctor's Python are to be intercepted by ncclguard), stdin and stderr on /dev/null and its stdout read
+ * into buf (cap bytes, NUL-terminated) for at most timeout_s; its group is killed at the end. Returns the bytes
+ * read; *status: the wait status (-1 when it could not be started); *timed_out: 1 when the time ran out
+ * before the output ended. Shared with the doctor's Python check (probe.h). */
+size_t ng_run_capture(char *const argv[], int timeout_s, char *buf, size_t cap, int *status, int *timed_out) {
   buf[0] = 0;
+  *status = -1;
+  *timed_out = 0;
   int fd[2];
-  if (pipe(fd)) return buf;
+  if (pipe(fd)) return 0;
   pid_t pid = fork();
-  if (pid < 0) { close(fd[0]); close(fd[1]); return buf; }
+  if (pid < 0) { close(fd[0]); close(fd[1]); return 0; }
   if (pid == 0) {
     setpgid(0, 0);
     dup2(fd[1], 1);
@@ -240,21 +245,30 @@ static const char *capture(char *const argv[], int timeout_s) {
   double until = now_s() + timeout_s;
   for (;;) {
     int left = (int)((until - now_s()) * 1000);
-    if (left <= 0) break;
+    if (left <= 0) { *timed_out = 1; break; }
     struct pollfd p = {.fd = fd[0], .events = POLLIN};
     int r = poll(&p, 1, left);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    ssize_t got = read(fd[0], buf + len, sizeof buf - 1 - len);
+    if (r <= 0) { *timed_out = r == 0; break; }
+    ssize_t got = read(fd[0], buf + len, cap - 1 - len);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) break;
     len += (size_t)got;
-    if (len >= sizeof buf - 1) break;
+    if (len >= cap - 1) break;
   }
   buf[len] = 0;
   close(fd[0]);
   kill(-pid, SIGKILL);
-  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+  if (*timed_out) kill(pid, SIGKILL); /* before its setpgid, the group is not there yet */
+  while (waitpid(pid, status, 0) < 0 && errno == EINTR) {}
+  return len;
+}
+
+/* Runs argv with stdout captured, for at most timeout_s; returns what it printed (static buffer). */
+static const char *capture(char *const argv[], int timeout_s) {
+  static char buf[8192];
+  int status, timed_out;
+  ng_run_capture(argv, timeout_s, buf, sizeof buf, &status, &timed_out);
   return buf;
 }
 

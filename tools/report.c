@@ -8,14 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
-#ifndef NG_VERSION /* set by the Makefile from VERSION and git (or REVISION); no revision: none shown */
-#define NG_VERSION "unknown"
-#endif
-#ifdef NG_REVISION
-#define NG_IDENTITY NG_VERSION " (" NG_REVISION ")"
-#else
-#define NG_IDENTITY NG_VERSION
-#endif
+#include "identity.h" /* NG_IDENTITY, for --version */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,8 +24,8 @@ static const char *usage_text =
     "retried, degraded, failed or have no line at all, with min/median/max duration; the\n"
     "windows where ranks decided differently or some ranks never arrived (the signature of\n"
     "a hang), with those ranks; and the first error with a diagnosis. Then, where the logs have\n"
-    "them: per communicator the first step where the ranks' windows differ in size or flags\n"
-    "(layouts that part); the calls into NCCL that had not returned within NCCLGUARD_TIMEOUT,\n"
+    "them: per communicator the first step where a rank logged layout_mismatch or the ranks'\n"
+    "flags differ (layouts that part); the calls into NCCL that had not returned within NCCLGUARD_TIMEOUT,\n"
     "by call (overdue); and the registered memory: live windows and bytes per rank, the last\n"
     "logged and the peak, budget warnings, and each process's exit summary.\n"
     "\n"
@@ -69,9 +62,10 @@ static const char *usage_text =
     "                 failure, a crash, still computing); its peers wait for it\n"
     "  divergent      a window whose ranks do not all have the same outcome (stuck and missing\n"
     "                 included): the signature of a hang; a stuck window: every rank stuck\n"
-    "  layouts part   at one step (seq) the ranks registered windows of different sizes or\n"
-    "                 flags, or a rank logged reason=layout_mismatch: the first such step per\n"
-    "                 communicator, with each rank's size and flags\n"
+    "  layouts part   at one step (seq) a rank logged reason=layout_mismatch (ncclguard found\n"
+    "                 the allocations or flags apart) or the ranks' flags differ: the first such\n"
+    "                 step per communicator, with each rank's size and flags; size arguments that\n"
+    "                 differ alone are shown apart, as information (NCCL places the allocation)\n"
     "  live windows   a communicator's windows registered and not yet deregistered, and their\n"
     "                 bytes (comm_windows, comm_bytes), per rank: the last logged and the peak\n"
     "  rank -1        a line without a rank: a registration on a NULL communicator (PyTorch's lazy\n"
@@ -118,7 +112,8 @@ typedef struct comm {
   uint8_t *seen; /* ranks with any line for this comm */
   int seen_cap;
   int order; /* first appearance */
-  struct layout_part *part; /* the first step where the ranks' windows differ, NULL none */
+  struct layout_part *part; /* the first step where the ranks' windows part, NULL none */
+  struct layout_part *sizes; /* the first step where only the size arguments differ (information), NULL none */
   struct mrank *mr;          /* registered memory per rank (comm_windows/comm_bytes over the run) */
   int mr_cap, has_mem, all_ts;
   long budget_warns;         /* fn=budget WARNs on this communicator */
@@ -927,8 +922,9 @@ static void count_reason(const event *e) {
 
 /* ---- besides the windows: layouts that part, calls overdue in NCCL, registered memory ---- */
 
-/* the first step (seq) where a communicator's ranks registered windows of different sizes or flags,
- * or where a rank logged reason=layout_mismatch: its line in words and its JSON (built in main) */
+/* the first step (seq) where a communicator's ranks registered windows with different flags, or where a
+ * rank logged reason=layout_mismatch; or (information) the first where only their size arguments differ:
+ * its line in words and its JSON (built in main) */
 struct layout_part {
   int64_t seq;
   char *text, *json;
@@ -1517,10 +1513,11 @@ static void ranks_words(char *out, size_t max, const uint8_t *cls, int n, int wa
 }
 
 #define MAX_LGROUPS 16
-static int n_parted, n_parted_mismatch;
+static int n_parted, n_parted_mismatch, n_sizes_differ;
 
-/* the window where the ranks' layouts part: groups of ranks by (size, flags), in words and JSON */
-static void build_part(const wsum *s) {
+/* the window where the ranks' layouts part (info: where only their size arguments differ): groups of ranks
+ * by (size, flags), in words and JSON */
+static void build_part(const wsum *s, int info) {
   const window *w = s->w;
   int n = s->n;
   uint8_t *g = calloc((size_t)n + 1, 1), *mm = calloc((size_t)n + 1, 1);
@@ -1540,7 +1537,7 @@ static void build_part(const wsum *s) {
   }
   sbuf t = {0}, j = {0};
   char b[640], l[600];
-  snprintf(b, sizeof b, "layouts part at step %lld: ", (long long)w->key.seq);
+  snprintf(b, sizeof b, "%s at step %lld: ", info ? "size arguments differ" : "layouts part", (long long)w->key.seq);
   sb_puts(&t, b);
   snprintf(b, sizeof b, "{\"seq\":%lld,\"groups\":[", (long long)w->key.seq);
   sb_puts(&j, b);
@@ -1579,6 +1576,10 @@ static void build_part(const wsum *s) {
   }
   static char dl[1 << 16];
   decision_lists(s, dl, sizeof dl, " | ");
+  if (info)
+    sb_puts(&t, "not a parting: NCCL places each window's allocation, not the size argument, and from 2.30.7 "
+                "takes unequal sizes; ncclguard compares the allocations and logs reason=layout_mismatch where "
+                "they part; ");
   sb_puts(&t, "outcome: ");
   sb_puts(&t, dl);
   sb_puts(&t, ")");
@@ -1590,21 +1591,29 @@ static void build_part(const wsum *s) {
   p->seq = w->key.seq;
   p->text = t.p;
   p->json = j.p;
-  s->c->part = p;
-  n_parted++;
-  n_parted_mismatch += nmm > 0;
+  if (info) {
+    s->c->sizes = p;
+    n_sizes_differ++;
+  } else {
+    s->c->part = p;
+    n_parted++;
+    n_parted_mismatch += nmm > 0;
+  }
   free(g);
   free(mm);
 }
 
-/* per communicator, the first window (ws is sorted by communicator, then seq) whose ranks' sizes or flags
- * differ, or where a rank logged reason=layout_mismatch */
+/* per communicator, the first window (ws is sorted by communicator, then seq) where the layouts part: a rank
+ * logged reason=layout_mismatch (ncclguard compared the allocations, or the flags, and refused, or NCCL
+ * takes unequal sizes and the line says so at INFO without it), or the flags differ. A line's `size` is the
+ * argument, which NCCL does not place (docs/NCCL.md §11): sizes that differ alone are shown apart, as
+ * information, at the first such step before any parting. */
 static void find_layout_parts(const wsum *ws, int nw) {
   for (int k = 0; k < nw; k++) {
     const wsum *s = &ws[k];
     if (s->c->part) continue;
     const window *w = s->w;
-    int have = 0, parts = 0;
+    int have = 0, parts = 0, sizes = 0;
     int64_t sz = 0;
     int32_t fl = 0;
     for (int r = 0; r < s->n && r < w->cap && !parts; r++) {
@@ -1613,10 +1622,12 @@ static void find_layout_parts(const wsum *ws, int nw) {
       if (rr->lay & 2) parts = 1;
       else if (rr->lay & 1) {
         if (!have) have = 1, sz = rr->size, fl = rr->flags;
-        else parts = rr->size != sz || rr->flags != fl;
+        else if (rr->flags != fl && rr->flags >= 0 && fl >= 0) parts = 1;
+        else sizes |= rr->size != sz;
       }
     }
-    if (parts) build_part(s);
+    if (parts) build_part(s, 0);
+    else if (sizes && !s->c->sizes) build_part(s, 1);
   }
 }
 
@@ -1788,7 +1799,8 @@ static void json_ranks_or_null(const uint8_t *set, int cap) {
 
 /* per communicator in --json: "layout_part" and "memory" */
 static void json_comm_extras(const comm *c) {
-  printf(",\"layout_part\":%s,\"memory\":", c->part ? c->part->json : "null");
+  printf(",\"layout_part\":%s,\"sizes_differ\":%s,\"memory\":", c->part ? c->part->json : "null",
+         c->sizes ? c->sizes->json : "null");
   if (!c->has_mem && !c->budget_warns) { printf("null"); return; }
   memsum m;
   mem_summary(c, &m);
@@ -1817,7 +1829,7 @@ static void json_comm_extras(const comm *c) {
 }
 
 static void json_extras(void) {
-  printf(",\"layouts_parted\":%d,\"overdue_calls\":[", n_parted);
+  printf(",\"layouts_parted\":%d,\"sizes_differ\":%d,\"overdue_calls\":[", n_parted, n_sizes_differ);
   static char l[1 << 16];
   for (int i = 0; i < n_ods; i++) {
     const overdue *o = &ods[i];
@@ -1847,9 +1859,15 @@ static void json_extras(void) {
 static void text_problems(comm **corder) {
   static char b[1 << 16];
   if (n_parted) {
-    printf("\nwindow layouts that part (the first step where the ranks' windows differ in size or flags):\n");
+    printf("\nwindow layouts that part (the first step where a rank logged reason=layout_mismatch or the ranks' "
+           "flags differ):\n");
     for (int ci = 0; ci < n_comms; ci++)
       if (corder[ci]->part) printf("  comm %016llx: %s\n", (unsigned long long)corder[ci]->cid, corder[ci]->part->text);
+  }
+  if (n_sizes_differ && !opt_quiet) {
+    printf("\nwindow size arguments that differ (information: the first step, where the layouts do not part):\n");
+    for (int ci = 0; ci < n_comms; ci++)
+      if (corder[ci]->sizes) printf("  comm %016llx: %s\n", (unsigned long long)corder[ci]->cid, corder[ci]->sizes->text);
   }
   if (n_ods) {
     printf("\ncalls overdue in NCCL (had not returned within NCCLGUARD_TIMEOUT: the log's fn=stuck lines), by call:\n");
@@ -1966,19 +1984,30 @@ static void html_esc(FILE *f, const char *s) {
 
 /* ---- --html: the sections in words, and each communicator's registered bytes over time as an inline SVG ---- */
 
+/* each communicator's layout line (sizes: its size arguments' information line), then the end of the <pre> */
+static void html_layout_lines(FILE *f, comm **corder, int sizes) {
+  for (int ci = 0; ci < n_comms; ci++) {
+    const struct layout_part *p = sizes ? corder[ci]->sizes : corder[ci]->part;
+    if (!p) continue;
+    fprintf(f, "comm %016llx: ", (unsigned long long)corder[ci]->cid);
+    html_esc(f, p->text);
+    fputc('\n', f);
+  }
+  fputs("</pre>\n", f);
+}
+
 static void html_problems(FILE *f, comm **corder) {
   static char b[1 << 16];
   if (n_parted) {
     fprintf(f, "<h2%s>window layouts that part</h2>\n<p>The first step", n_parted_mismatch ? " class=\"div\"" : "");
-    fputs(" where the ranks registered windows of "
-          "different sizes or flags (or a rank logged <code>layout_mismatch</code>), per communicator:</p>\n<pre class=\"layout\">", f);
-    for (int ci = 0; ci < n_comms; ci++)
-      if (corder[ci]->part) {
-        fprintf(f, "comm %016llx: ", (unsigned long long)corder[ci]->cid);
-        html_esc(f, corder[ci]->part->text);
-        fputc('\n', f);
-      }
-    fputs("</pre>\n", f);
+    fputs(" where a rank logged <code>layout_mismatch</code> or the ranks registered windows with different flags, "
+          "per communicator:</p>\n<pre class=\"layout\">", f);
+    html_layout_lines(f, corder, 0);
+  }
+  if (n_sizes_differ) {
+    fputs("<h2>window size arguments that differ</h2>\n<p>Information: the first step where the ranks passed "
+          "different sizes and the layouts do not part, per communicator:</p>\n<pre class=\"sizes\">", f);
+    html_layout_lines(f, corder, 1);
   }
   if (n_ods) {
     fputs("<h2 class=\"div\">calls overdue in NCCL</h2>\n<p>Calls into NCCL that had not returned within "

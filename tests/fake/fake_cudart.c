@@ -57,6 +57,9 @@ EXPORT cudaError_t cudaGetLastError(void)
   return e;
 }
 
+/* Reads the thread's last error without resetting it (cuda_runtime_api.h) */
+EXPORT cudaError_t cudaPeekAtLastError(void) { return last_err; }
+
 struct rt_err { cudaError_t e; const char *name, *str; };
 static const struct rt_err rt_errs[] = {
   {cudaSuccess, "cudaSuccess", "no error"},

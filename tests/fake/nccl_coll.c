@@ -181,12 +181,21 @@ static void check_post(struct ncclComm *c, const struct coll *a, char *line, siz
   }
 }
 
+/* FAKE_NCCL_MISMATCH_FILE, read once when the library is loaded: record_mismatch runs in a stream's worker
+ * thread, where a getenv races with the program's setenv */
+static char mismatch_file[4096];
+__attribute__((constructor)) static void mismatch_file_read(void)
+{
+  const char *f = getenv("FAKE_NCCL_MISMATCH_FILE");
+  if (f && strlen(f) < sizeof mismatch_file) strcpy(mismatch_file, f);
+}
+
 static void record_mismatch(const char *line)
 {
   size_t n = strlen(line);
   if (!n) return;
-  const char *f = getenv("FAKE_NCCL_MISMATCH_FILE");
-  if (f && *f) {
+  const char *f = mismatch_file;
+  if (*f) {
     int fd = open(f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd >= 0) { ssize_t w = write(fd, line, n); (void)w; close(fd); }
   }

@@ -20,6 +20,41 @@ static ncclResult_t cuda_fail(CUresult cr, const char *what)
 
 /* ---- ncclMemAlloc / ncclMemFree: cuMemCreate + cuMemAddressReserve + cuMemMap (internal calls) ---- */
 
+static int cumem_on(void);
+
+/* NCCL's fallback where cuMem is off (NCCL_CUMEM_ENABLE=0): cudaMalloc (allocator.cc at v2.27.7-1, v2.28.9-1,
+ * v2.30.7-1; docs/NCCL.md §2). Its failure sets the calling thread's last error in the runtime NCCL calls;
+ * before 2.29.2 NCCL's CUDACHECKGOTO leaves it there, from 2.29.2 it resets it (cudaGetLastError in
+ * include/checks.h). This fake models a libnccl built against the shared runtime (CUDARTLIB=cudart): its
+ * runtime is the application's, found loaded (never loaded here); with none loaded, cuMemAlloc alone, as a
+ * libnccl with its own (static) runtime, whose error no application reads. */
+static ncclResult_t memalloc_fallback(void **ptr, size_t size)
+{
+  static void *rt_malloc, *rt_getlast;
+  if (!__atomic_load_n(&rt_malloc, __ATOMIC_ACQUIRE)) {
+    void *h = RTLD_DEFAULT;
+    void *m = dlsym(h, "cudaMalloc");
+    if (!m && (h = dlopen("libcudart.so.13", RTLD_LAZY | RTLD_NOLOAD))) m = dlsym(h, "cudaMalloc");
+    if (m) {
+      __atomic_store_n(&rt_getlast, dlsym(h, "cudaGetLastError"), __ATOMIC_RELEASE);
+      __atomic_store_n(&rt_malloc, m, __ATOMIC_RELEASE);
+    }
+  }
+  if (rt_malloc) {
+    int e = ((int (*)(void **, size_t))rt_malloc)(ptr, size);
+    if (e == 0) return ncclSuccess;
+    fn_warn("Cuda failure %d 'cudaMalloc of %zu bytes'", e, size);
+    fn_set_error("Cuda failure %d (cudaMalloc of %zu bytes)", e, size);
+    if (fn_version() >= 22902 && rt_getlast) (void)((int (*)(void))rt_getlast)();
+    return ncclUnhandledCudaError;
+  }
+  CUdeviceptr p = 0;
+  CUresult cr = cuMemAlloc(&p, size);
+  if (cr != CUDA_SUCCESS) return cuda_fail(cr, "cudaMalloc");
+  *ptr = (void *)(uintptr_t)p;
+  return ncclSuccess;
+}
+
 ncclResult_t pncclMemAlloc(void **ptr, size_t size)
 {
   ENTER();
@@ -28,6 +63,7 @@ ncclResult_t pncclMemAlloc(void **ptr, size_t size)
   CUmemGenericAllocationHandle h = 0;
   size_t gran = 0, sz = 0;
   if (!ptr || size == 0) { fn_set_error("ncclMemAlloc: invalid argument"); r = ncclInvalidArgument; goto out; }
+  if (!cumem_on()) { r = memalloc_fallback(ptr, size); goto out; }
   CUdevice dev = 0;
   if (cuCtxGetDevice(&dev) != CUDA_SUCCESS) dev = 0;
   CUmemAllocationProp prop;
@@ -59,7 +95,10 @@ ncclResult_t pncclMemFree(void *ptr)
 {
   ENTER();
   ncclResult_t r = ncclSuccess;
-  if (ptr) {
+  if (ptr && !cumem_on()) { /* the fallback's cudaFree */
+    CUresult cr = cuMemFree((CUdeviceptr)(uintptr_t)ptr);
+    if (cr != CUDA_SUCCESS) r = cuda_fail(cr, "cudaFree");
+  } else if (ptr) {
     CUdeviceptr base = 0;
     size_t sz = 0;
     CUmemGenericAllocationHandle h;
@@ -138,6 +177,10 @@ struct reg_arg {
   struct fn_symmem *mem; /* its place in the symmetric address space (sym_obtain) */
   struct ncclWindow_vidmem *w; /* 2.27: the window, made and written at call time (reg_call_227) */
   int in_job;           /* 2.28+: reached NCCL's group-end job (ncclDevrWindowRegisterInGroup) */
+  /* the fault knobs, read when the call is made, in the caller's thread: the group-end job that uses them
+   * may run in a thread of NCCL's, where a getenv races with the program's setenv */
+  int stall_k;          /* FAKE_NCCL_REG_STALL */
+  int delay_ms;         /* FAKE_NCCL_REG_DELAY_MS */
 };
 
 /* ---- symmetric support (docs/NCCL.md, from NCCL's init.cc and transport.cc per version) ---- */
@@ -463,16 +506,15 @@ static ncclResult_t reg_call_227(struct ncclComm *c, struct reg_arg *a)
   return ncclSuccess;
 }
 
-/* Fault injection: FAKE_NCCL_REG_STALL=K (read at every registration): this process's K-th registration
+/* Fault injection: FAKE_NCCL_REG_STALL=K (read at every registration call): this process's K-th registration
  * exchange never completes, as every rank of sglang#36943 (NCCL 2.29.7) blocked in ncclCommWindowRegister
  * in a recvmsg with no timeout. NCCL's waits there (bootstrap, the proxy's fd request) poll the
  * communicator's abort flag (src/bootstrap.cc, src/proxy.cc at v2.29.7-1): ncclCommAbort or a revoke ends
  * them with ncclInternalError, as the other exchanges of the fake. */
-static int reg_stall_now(void)
+static int reg_stall_now(int k)
 {
   static int n;
-  const char *e = getenv("FAKE_NCCL_REG_STALL");
-  int k = e && *e ? atoi(e) : 0, mine = __atomic_add_fetch(&n, 1, __ATOMIC_ACQ_REL);
+  int mine = __atomic_add_fetch(&n, 1, __ATOMIC_ACQ_REL);
   return k > 0 && mine == k;
 }
 
@@ -493,7 +535,7 @@ static ncclResult_t reg_stage(struct fn_op *op, int stage, int complete)
   struct reg_arg *a = op->arg;
   struct ncclComm *c = op->comm;
   int v = fn_version();
-  if (complete) return a->skip ? ncclSuccess : reg_stall_now() ? reg_stall(c) : fn_xcomplete(c, op->gen, NULL);
+  if (complete) return a->skip ? ncclSuccess : reg_stall_now(a->stall_k) ? reg_stall(c) : fn_xcomplete(c, op->gen, NULL);
 
   if (c->damaged) { fn_set_error("communicator %p is in an error state after a failed registration", (void *)c); return ncclInternalError; }
   a->in_job = 1;
@@ -631,10 +673,9 @@ static void reg_finish(struct fn_op *op, ncclResult_t r)
     if (!a->win && a->in_job && v >= 22800 && v < 22900) null_win_write();
     return;
   }
-  /* Fault injection, read at every call: FAKE_NCCL_REG_DELAY_MS=N holds this rank N ms after the
-   * exchange completed, before the call returns (a slow rank: issue 19, case 2) */
-  const char *dly = getenv("FAKE_NCCL_REG_DELAY_MS");
-  if (dly && *dly && atoi(dly) > 0) usleep((useconds_t)atoi(dly) * 1000);
+  /* Fault injection, read at every call (when it is made): FAKE_NCCL_REG_DELAY_MS=N holds this rank N ms
+   * after the exchange completed, before the call returns (a slow rank: issue 19, case 2) */
+  if (a->delay_ms > 0) usleep((useconds_t)a->delay_ms * 1000);
   if (a->w) { /* 2.27: the window the call made and wrote, now symmetric */
     a->w->va = a->va; a->w->va_size = a->va_size; a->w->mem = a->mem;
     return;
@@ -692,6 +733,8 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
   if (!win && !fn_symmetric(comm) && !fn_param("NCCL_LOCAL_REGISTER", 1)) goto out;
   struct reg_arg *a = calloc(1, sizeof *a);
   a->buff = buff; a->size = size; a->win = win; a->flags = winFlags; a->in_group = fn_in_group();
+  a->stall_k = fn_env_int("FAKE_NCCL_REG_STALL", 0);
+  a->delay_ms = fn_env_int("FAKE_NCCL_REG_DELAY_MS", 0);
   if (v < 22800) { /* 2.27: the checks and *win in the call, the exchange at group end (reg_call_227) */
     if ((r = reg_call_227(comm, a)) != ncclSuccess || a->skip == 1) { free(a); goto out; } /* *win is NULL */
     a->w = win_new(comm, a, a->skip == 2);

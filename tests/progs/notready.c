@@ -23,7 +23,7 @@
   X(ncclCommDestroy) X(ncclCommAbort) X(ncclCommRevoke) X(ncclCommSuspend) X(ncclCommResume)                 \
   X(ncclCommWindowDeregister) X(ncclCommRegister) X(ncclCommDeregister) X(ncclGroupStart) X(ncclGroupEnd)    \
   X(ncclGroupSimulateEnd) X(ncclAllReduce) X(ncclCommCuDevice) X(ncclCommUserRank) X(ncclCommCount)          \
-  X(ncclDevCommCreate) X(ncclDevCommDestroy) X(ncclCommQueryProperties)
+  X(ncclDevCommCreate) X(ncclDevCommDestroy) X(ncclCommQueryProperties) X(ncclMemAlloc)
 
 #if defined(__x86_64__) || defined(__aarch64__)
 int notready_active = 1;

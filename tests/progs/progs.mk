@@ -11,7 +11,7 @@ PROGS_HDR := $(wildcard $(PROGS_SRCDIR)/*.h)
 PROGS_COMMON := $(PROGS_SRCDIR)/common.c
 NGTEST_SRC := $(addprefix $(PROGS_SRCDIR)/,ngtest.c launch.c scenario.c common.c)
 PROGS_NAMES := ngtest libconsumer.so dlopen_local fork_after soak bench devcomm_then_bad preflight_cases faults two_nccl \
-  wrongdata manycomm explore failwalk repeat dlsym_handle libnextprobe.so \
+  wrongdata manycomm explore failwalk repeat dlsym_handle libnextprobe.so memalloc \
   libnotready.so cpubench
 PROGS_CFLAGS = $(ALL_CFLAGS) -I$(PROGS_SRCDIR) $(if $(NCCL_INCLUDE),-I$(NCCL_INCLUDE)) $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE))
 
@@ -94,6 +94,10 @@ $(1)/devcomm_then_bad: $(PROGS_SRCDIR)/devcomm_then_bad.c $(3)
 	@mkdir -p $$(@D)
 	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
 	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/devcomm_then_bad.c $(2) -ldl
+$(1)/memalloc: $(PROGS_SRCDIR)/memalloc.c $(3)
+	@mkdir -p $$(@D)
+	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
+	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/memalloc.c $(2)
 $(1)/cpubench: tests/bench/cpubench.c $(3)
 	@mkdir -p $$(@D)
 	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)

@@ -37,6 +37,7 @@ KEYS = (
     ("comm_windows", "int", "lib"),
     ("comm_bytes", "int", "lib"),
     ("call", "str", "lib"),
+    ("cuda_error", "str", "lib"),
     ("attempt", "int", "lib"),
     ("calls", "int", "lib"),
     ("comms", "int", "lib"),

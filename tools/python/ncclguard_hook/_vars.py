@@ -21,6 +21,7 @@ VARS = {
     "NCCLGUARD_PREFLIGHT": ("BOOL", "1", 0, 0, (), "1/0, true/false, yes/no or on/off"),
     "NCCLGUARD_NULL_WINDOW": ("ENUM", "warn", 0, 0, ("warn", "error", ), "warn|error"),
     "NCCLGUARD_CAPTURE": ("ENUM", "relaxed", 0, 0, ("degrade", "relaxed", ), "degrade|relaxed"),
+    "NCCLGUARD_MEMALLOC_CLEAR": ("BOOL", "1", 0, 0, (), "1/0, true/false, yes/no or on/off"),
     "NCCLGUARD_STATS": ("BOOL", "0", 0, 0, (), "1/0, true/false, yes/no or on/off"),
     "NCCLGUARD_DUMP_CONFIG": ("BOOL", "0", 0, 0, (), "1/0, true/false, yes/no or on/off"),
     "NCCLGUARD_DISABLE": ("BOOL", "0", 0, 0, (), "1/0, true/false, yes/no or on/off"),
