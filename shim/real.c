@@ -154,9 +154,13 @@ void* ng_real_primary(enum ng_real_id id) {
       h = find_lib(&how);
       f = h ? lookup(h, ng_real_names[id]) : NULL;
     }
-    f = f ? same_library(f, ng_real_names[id]) : NULL;
+    /* ncclMemAlloc takes no communicator: whichever library answers it first (a tracer preloaded after
+     * ncclguard that defines other functions and not this one leaves it to libnccl, as without ncclguard);
+     * it neither pins the library nor names it */
+    int any_lib = id == NG_ID_ncclMemAlloc;
+    f = f && !any_lib ? same_library(f, ng_real_names[id]) : f;
     if (f) {
-      note_path(f, how);
+      if (!any_lib) note_path(f, how);
       __atomic_store_n(&cache[id], f, __ATOMIC_RELEASE);
     }
   }

@@ -491,6 +491,15 @@ MA_ARGS=--pending ma makept
 ma ma29 FAKE_NCCL_VERSION=22903
 [ $rc = 0 ] && [ "$out" = "memalloc result=1 ptr=null lasterr=cudaSuccess" ] \
   && lhas ma29 "$warn_re cuda_error=none " && pass memalloc-fail-2.29-nothing-left || fail memalloc-fail-2.29-nothing-left "rc=$rc $out | $(logs ma29 | head -2)"
+# a tracer preloaded after ncclguard that defines some NCCL functions (pncclGetVersion) but not ncclMemAlloc (ncclguard
+# takes its functions from it, said in the log): the allocation (no communicator in it) still reaches libnccl, as it
+# does without ncclguard
+out=$(LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="$PROGS/libtracer.so" "$MA" 4194304 2>/dev/null); rc0=$?
+out1=$(LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM:$PROGS/libtracer.so" NCCLGUARD_LOG=info \
+  NCCLGUARD_LOG_FILE="$T/matr.%p.log" "$MA" 4194304 2>"$T/matr.err"); rc=$?
+[ $rc0 = 0 ] && [ $rc = 0 ] && [ "$out" = "memalloc result=0 ptr=set lasterr=cudaSuccess" ] && [ "$out1" = "$out" ] \
+  && lhas matr 'come from .*libtracer\.so, which is not a copy of NCCL' && pass memalloc-tracer-after-ncclguard \
+  || fail memalloc-tracer-after-ncclguard "rc=$rc0/$rc '$out' '$out1' $(logs matr | grep -E 'WARN' | head -2)"
 # success: forwarded, one INFO line, nothing else (no WARN, the runtime untouched)
 for cm in 1 0; do
   out=$(NCCL_CUMEM_ENABLE=$cm NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/maok$cm.%p.log" fake_run "$MA" 4194304 2>"$T/maok$cm.err"); rc=$?
