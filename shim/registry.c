@@ -175,9 +175,10 @@ int ng_reg_comm_add(ncclComm_t comm, uint64_t cid, uint64_t parent_cid, int rank
   struct comm_ent* fresh = ng_calloc("registry.comm", 1, sizeof *fresh);
   pthread_mutex_lock(&lock);
   struct comm_ent* old = find(comm);
-  if (old) { /* (also when the new entry could not be allocated: a tombstone left at the address would make the
-                new communicator look destroyed on this rank alone, refused without the round its peers run) */ /* a tombstone, or NCCL reused the address (an entry replaced without a tombstone: a destroy
-                that failed, or one made through another copy of libnccl) */
+  if (old) { /* a tombstone, or NCCL reused the address (an entry replaced without a tombstone: a destroy
+                that failed, or one made through another copy of libnccl); dropped also when the new entry could
+                not be allocated: a tombstone left at the address would make the new communicator look destroyed
+                on this rank alone, refused without the round its peers run */
     HASH_DEL(comms, old);
     /* its agreement resources are released: to the pool now, or by the round that holds them, which
        finds its generation gone at its release */
