@@ -364,3 +364,17 @@ if [ -n "$CHROME" ]; then
   elif [ "${px%% *}" -ge 150 ] 2>/dev/null; then pass "report-registered-memory-plot-drawn (a column of ${px%% *} px of the line's colour)"
   else fail report-registered-memory-plot-drawn "colour 1565c0: '$px'"; fi
 else echo "# skip report-registered-memory-plot-drawn: no chromium"; fi
+
+# a failed ncclMemAlloc (the library's own line under the fake, cudaMalloc path out of memory) is information, not an
+# error of the run: the application's answer to it decides (a plain buffer instead, the fix users apply). The report
+# names it with its own diagnosis, says "no errors" and exits 0; --json counts it apart
+mkdir -p "$T/mem"
+NCCL_CUMEM_ENABLE=0 FAKE_CUDA_OOM_BELOW=99999999 NCCLGUARD_LOG_FILE="$T/mem/r%p.log" fake_run "$PROGS/memalloc" 4194304 >/dev/null 2>&1
+"$REP" "$T/mem" >"$T/mem.out" 2>&1; rc=$?
+"$REP" --json "$T/mem" >"$T/mem.json" 2>/dev/null; rcj=$?
+if [ $rc = 0 ] && [ $rcj = 0 ] && grep -q '^no errors$' "$T/mem.out" \
+   && grep -q '^first failed ncclMemAlloc (1 in all; not an error of the run' "$T/mem.out" \
+   && grep -q 'diagnosis: NCCL could not allocate the buffer' "$T/mem.out" && ! grep -q 'failed to register' "$T/mem.out" \
+   && "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["status"]=="clean" and d["first_error"] is None and d["memalloc_failures"]==1 and d["first_memalloc_failure"]["fn"]=="ncclMemAlloc"' "$T/mem.json"; then
+  pass report-memalloc-failure-not-an-error
+else fail report-memalloc-failure-not-an-error "rc=$rc/$rcj $(head -c 600 "$T/mem.out" | tr '\n' ' ')"; fi

@@ -474,6 +474,10 @@ typedef struct {
 } first_error;
 
 static first_error ferr, fdegrade;
+/* failed ncclMemAlloc calls: information, not errors of the run (the application's answer to them decides; the
+ * usual one is a plain buffer instead) */
+static first_error fmemalloc;
+static long n_memalloc_failed;
 static long n_error_lines;
 
 static void copy_slice(char *dst, size_t n, slice s) {
@@ -1104,7 +1108,10 @@ static void feed(const event *e, const char *file, int file_idx, long line) {
   if (opt_trace_on) trace_add(e);
   int bad_result = e->result.n > 0 && !seq_eq(e->result, "ncclSuccess");
   int warnish = seq_eq(e->level, "WARN") || seq_eq(e->level, "ERROR") || seq_eq(e->level, "warn") || seq_eq(e->level, "error");
-  if ((warnish && bad_result) || seq_eq(e->decision, "error")) {
+  if (bad_result && seq_eq(e->fn, "ncclMemAlloc")) {
+    n_memalloc_failed++;
+    consider(&fmemalloc, e, file, file_idx, line);
+  } else if ((warnish && bad_result) || seq_eq(e->decision, "error")) {
     n_error_lines++;
     consider(&ferr, e, file, file_idx, line);
   } else if (seq_eq(e->decision, lib_decision[LIB_D_DEGRADE])) {
@@ -1418,7 +1425,9 @@ static void decision_lists(const wsum *s, char *out, size_t max, const char *sep
  * table): then it is not printed twice */
 static int said_in(const char *msg, const char *diag) {
   char head[48];
-  snprintf(head, sizeof head, "%s", diag);
+  size_t k = strnlen(diag, sizeof head - 1); /* its first 47 characters */
+  memcpy(head, diag, k);
+  head[k] = 0;
   return msg[0] && strstr(msg, head) != NULL;
 }
 
@@ -1451,7 +1460,10 @@ static void first_text(char *out, size_t n, const char *title, const first_error
   FT_ADD("\n  fn=%s result=%s decision=%s reason=%s", f->fn[0] ? f->fn : "-", f->result[0] ? f->result : "-",
          f->decision[0] ? f->decision : "-", f->reason[0] ? f->reason : "-");
   if (f->bad_rank >= 0) FT_ADD(" bad_rank=%ld", f->bad_rank);
-  const char *diag = diagnosis(f->reason, f->result);
+  const char *diag = !strcmp(f->fn, "ncclMemAlloc")
+                         ? "NCCL could not allocate the buffer (out of device memory, or no cuMem): the application "
+                           "allocates less or falls back to a plain buffer; the line says whether a CUDA error was left"
+                         : diagnosis(f->reason, f->result);
   FT_ADD("\n  msg: %s\n  at: %s:%ld\n", f->msg[0] ? f->msg : "-", f->file, f->line);
   if (!said_in(f->msg, diag)) FT_ADD("  diagnosis: %s\n", diag);
   if (f->bad_rank >= 0 && f->bad_rank != f->rank)
@@ -2450,6 +2462,8 @@ int main(int argc, char **argv) {
     json_first(&ferr);
     printf(",\"first_degrade\":");
     json_first(&fdegrade);
+    printf(",\"memalloc_failures\":%ld,\"first_memalloc_failure\":", n_memalloc_failed);
+    json_first(&fmemalloc);
     printf(",\"status\":\"%s\"}\n", bad ? "problems" : "clean");
     return bad ? 1 : 0;
   }
@@ -2539,6 +2553,12 @@ int main(int argc, char **argv) {
   if (ferr.set) print_first("first error", &ferr);
   else printf("\nno errors\n");
   if (fdegrade.set) print_first("first degraded window (not an error: the buffer is used unregistered)", &fdegrade);
+  if (fmemalloc.set) {
+    char t[160];
+    snprintf(t, sizeof t, "first failed ncclMemAlloc (%ld in all; not an error of the run: what the application did "
+             "next decides)", n_memalloc_failed);
+    print_first(t, &fmemalloc);
+  }
   if (!opt_quiet) text_memory(corder);
   return bad ? 1 : 0;
 }
