@@ -276,6 +276,11 @@ out=$("$REP" -q "$T/lay4f.log" 2>&1)
 if echo "$out" | grep -q '^  comm 00000000000000bb: layouts part at step 2: ranks 0,2 1048576 B flags=1, rank 1 1048576 B flags=0, rank 3 4096 B flags=1 (outcome: register 0-3)$'; then
   pass report-layouts-part-flags-without-reason
 else fail report-layouts-part-flags-without-reason "$(echo "$out" | grep -A2 'window' | tr '\n' '|')"; fi
+# a first rank whose line has no flags (an older log) is no reference: the ranks after it are compared
+sed -e 's/rank=0 nranks=4 buff=0x7f0000000000 size=1048576 flags=1 \(.*\)seq=2 /rank=0 nranks=4 buff=0x7f0000000000 size=1048576 \1seq=2 /' "$T/lay4f.log" >"$T/lay4n.log"
+out=$("$REP" -q "$T/lay4n.log" 2>&1)
+if echo "$out" | grep -q '^  comm 00000000000000bb: layouts part at step 2: '; then pass report-layouts-part-first-rank-without-flags
+else fail report-layouts-part-first-rank-without-flags "$(echo "$out" | grep -A2 'window' | tr '\n' '|')"; fi
 
 # 2. Calls overdue in NCCL (fn=stuck): a registration blocked inside NCCL on every rank, named by call, step and the
 # longest wait; the window itself failed on every rank (an error, not "stuck": that word stays the window's cell with

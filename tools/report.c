@@ -1634,8 +1634,9 @@ static void find_layout_parts(const wsum *ws, int nw) {
       if (rr->lay & 2) parts = 1;
       else if (rr->lay & 1) {
         if (!have) have = 1, sz = rr->size, fl = rr->flags;
-        else if (rr->flags != fl && rr->flags >= 0 && fl >= 0) parts = 1;
-        else sizes |= rr->size != sz;
+        else if (fl < 0) fl = rr->flags; /* the first rank whose flags are known is the reference */
+        else if (rr->flags != fl && rr->flags >= 0) parts = 1;
+        if (have && !parts) sizes |= rr->size != sz;
       }
     }
     if (parts) build_part(s, 0);
