@@ -55,7 +55,7 @@ static const char* err_name(const struct cudart* rt, int e, char* buf, size_t ca
 }
 
 /* The line of a failed call: what the runtime holds now, and the fix. */
-static void log_failure(void** ptr, size_t size, ncclResult_t res, double t0, const struct cudart* rt, int before,
+static void log_failure(size_t size, ncclResult_t res, double t0, const struct cudart* rt, int before,
                         int after, int cleared) {
   char nb[32], state[80], msg[700];
   const char* en = after > 0 ? err_name(rt, after, nb, sizeof nb) : "";
@@ -89,7 +89,8 @@ static void log_failure(void** ptr, size_t size, ncclResult_t res, double t0, co
   struct ng_line l;
   ng_line_begin(&l, NG_LOG_WARN, -1);
   ng_kv_str(&l, "fn", "ncclMemAlloc");
-  ng_kv_ptr(&l, "buff", ptr ? *ptr : NULL);
+  ng_kv_ptr(&l, "buff", NULL); /* after a failure *ptr is no allocation (the caller's old value, or an address
+                                   NCCL reserved and kept) */
   ng_kv_uint(&l, "size", size);
   ng_kv_str(&l, "result", ng_result_name(res));
   ng_kv_dbl(&l, "us", ng_now_us() - t0);
@@ -136,7 +137,7 @@ NG_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
     (void)rt->get();
     cleared = 1;
   }
-  log_failure(ptr, size, res, t0, rt, before, after, cleared);
+  log_failure(size, res, t0, rt, before, after, cleared);
   return res;
 }
 NG_SELF(ncclMemAlloc)
