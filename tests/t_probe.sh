@@ -271,6 +271,14 @@ if [ $rc -eq 0 ] && [ "$seq_ok" = "start start end end start start end end " ] \
    && rows "$T/sp.out" | grep -qx 'torch-lazy|ok|ok|same' && rows "$T/sp.out" | grep -qx 'torch-eager|ok|ok|same'; then
   pass probe-torch-side-by-side
 else fail probe-torch-side-by-side "rc=$rc order: $seq_ok $(rows "$T/sp.out" | grep torch | tr '\n' ' ') $(tail -2 "$T/sp.err" | tr '\n' ' ')"; fi
+# a GPU in exclusive-process compute mode holds one context at a time: the runs go one after the other there
+: >"$T/spy/times"
+probe FAKE_NCCL_VERSION=22809 FAKE_CUDA_COMPUTE_MODE=3 timeout 90 "$DOC" --probe --python "$T/spy/python3" --only 'torch' --budget 60 >"$T/sx.out" 2>"$T/sx.err"; rc=$?
+seq_x=$(awk '{print $1}' "$T/spy/times" | tr '\n' ' ')
+if [ $rc -eq 0 ] && [ "$seq_x" = "start end start end start end start end " ] \
+   && rows "$T/sx.out" | grep -qx 'torch-lazy|ok|ok|same' && rows "$T/sx.out" | grep -qx 'torch-eager|ok|ok|same'; then
+  pass probe-torch-exclusive-gpu-one-at-a-time
+else fail probe-torch-exclusive-gpu-one-at-a-time "rc=$rc order: $seq_x $(rows "$T/sx.out" | grep torch | tr '\n' ' ')"; fi
 # the wheel alone (nothing on the library path but the driver): used, and said so
 if ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
   echo "# skip probe-wheel-used: this machine has a libnccl.so.2 in ld.so.cache, which comes first"

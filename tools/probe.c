@@ -55,7 +55,8 @@ static const char *probe_usage =
     "                     scenarios too, one process per GPU)\n"
     "  --budget S         the whole probe within S seconds (default 60): a scenario starts only where both its\n"
     "                     runs fit in what is left (a PyTorch one needs about 17 s: its two runs go side\n"
-    "                     by side); the rest is 'not run'\n"
+    "                     by side; 32 s, one after the other, on a GPU in exclusive compute mode);\n"
+    "                     the rest is 'not run'\n"
     "  --timeout S        a run still going after S seconds is a hang (default 20)\n"
     "  --repeat-size SIZE the allocation registered again and again (default 64M; 0 leaves that\n"
     "                     scenario out)\n"
@@ -381,6 +382,7 @@ static int find_nccl(const char *opt, const char *python, struct nccl_found *f, 
 }
 
 /* ---- the GPUs ---- */
+static int gpus_not_shared; /* some GPU's compute mode is not the default: one process on it at a time */
 static int count_gpus(char *name, size_t n, char *why, size_t wn) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h) {
@@ -406,6 +408,13 @@ static int count_gpus(char *name, size_t n, char *why, size_t wn) {
   int d;
   name[0] = 0;
   if (get && getname && get(&d, 0) == 0) getname(name, (int)n, d);
+  /* a GPU in a compute mode other than the default (exclusive process: one context at a time) takes one run at a
+   * time: two runs side by side would fail the second to start for the mode's sake, not NCCL's or ncclguard's */
+  int (*attr)(int *, int, int) = (int (*)(int *, int, int))dlsym(h, "cuDeviceGetAttribute");
+  for (int i = 0; i < c && get && attr; i++) {
+    int m = 0;
+    if (get(&d, i) == 0 && attr(&m, 20 /* CU_DEVICE_ATTRIBUTE_COMPUTE_MODE */, d) == 0 && m != 0) gpus_not_shared = 1;
+  }
   return c;
 }
 
@@ -829,7 +838,8 @@ int ng_probe_main(int argc, char **argv) {
     double left = budget - (now_s() - t_start);
     /* a scenario starts only where both its runs can finish in the budget left (a PyTorch run takes 9 - 15 s
      * under torchrun on an H200, mostly Python's start-up; the two runs of a PyTorch scenario go side by side) */
-    double need = s->torch ? 17 : 3;
+    int side_by_side = s->torch && !gpus_not_shared;
+    double need = side_by_side ? 17 : s->torch ? 32 : 3;
     if (left < need) {
       snprintf(R->bare, sizeof R->bare, "not run");
       snprintf(R->guard, sizeof R->guard, "not run");
@@ -843,7 +853,7 @@ int ng_probe_main(int argc, char **argv) {
     R->run = 1;
     double lim = left < timeout ? left : timeout;
     int cut;
-    if (s->torch) {
+    if (side_by_side) {
       /* side by side: each its own torchrun (its own rendezvous port), processes and log; one after the other,
        * two PyTorch scenarios do not fit in the default budget after the others */
       fprintf(stderr, "  [%d/%d] %-24s (both runs at once) ", k, nsel, s->name);

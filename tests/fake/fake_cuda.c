@@ -131,6 +131,12 @@ EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevic
   case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *pi = 1; break;
   case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *pi = 32; break;
   case CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED: *pi = 0; break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: { /* FAKE_CUDA_COMPUTE_MODE: nvidia-smi -c's setting (0 default, 2
+                                              prohibited, 3 exclusive process: one context on the GPU at a time) */
+    const char *m = getenv("FAKE_CUDA_COMPUTE_MODE");
+    *pi = m && *m ? atoi(m) : 0;
+    break;
+  }
   default: *pi = 0; break;
   }
   return CUDA_SUCCESS;
