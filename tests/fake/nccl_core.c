@@ -194,6 +194,9 @@ static struct ncclComm *take_freed(void)
     memset(hit, 0, sizeof *hit);
     hit->hh = hh; /* stays in the table under the same key */
     hit->self = hit;
+    /* usable at once (a late call on the old handle finds a lock and no magic), before fn_lock is let go */
+    pthread_mutex_init(&hit->lk, NULL);
+    pthread_cond_init(&hit->cv, NULL);
   }
   fn_unlock();
   return hit;
@@ -215,9 +218,9 @@ struct ncclComm *fn_comm_new(void)
   c->sym = -1;
   c->async = ncclSuccess;
   c->init_delay_ms = fn_env_int("FAKE_NCCL_INIT_DELAY_MS", 400);
+  if (reused) return c; /* (its lock and condition made by take_freed) */
   pthread_mutex_init(&c->lk, NULL);
   pthread_cond_init(&c->cv, NULL);
-  if (reused) return c;
   fn_lock();
   c->self = c;
   HASH_ADD_PTR(all_comms, self, c);

@@ -49,7 +49,7 @@ static ncclResult_t memalloc_fallback(void **ptr, size_t size)
     return ncclUnhandledCudaError;
   }
   CUdeviceptr p = 0;
-  CUresult cr = cuMemAlloc(&p, size);
+  CUresult cr = ptr ? cuMemAlloc(&p, size) : CUDA_ERROR_INVALID_VALUE; /* (cudaMalloc's answer to a NULL pointer) */
   if (cr != CUDA_SUCCESS) return cuda_fail(cr, "cudaMalloc");
   *ptr = (void *)(uintptr_t)p;
   return ncclSuccess;
@@ -62,8 +62,9 @@ ncclResult_t pncclMemAlloc(void **ptr, size_t size)
   CUdeviceptr va = 0;
   CUmemGenericAllocationHandle h = 0;
   size_t gran = 0, sz = 0;
-  if (!ptr || size == 0) { fn_set_error("ncclMemAlloc: invalid argument"); r = ncclInvalidArgument; goto out; }
-  if (!cumem_on()) { r = memalloc_fallback(ptr, size); goto out; }
+  /* a NULL ptr or size 0 goes to the cudaMalloc path, as NCCL's does ("we want CUDA to return an error to the
+   * caller": allocator.cc at v2.28.9-1) */
+  if (!ptr || size == 0 || !cumem_on()) { r = memalloc_fallback(ptr, size); goto out; }
   CUdevice dev = 0;
   if (cuCtxGetDevice(&dev) != CUDA_SUCCESS) dev = 0;
   CUmemAllocationProp prop;
