@@ -404,9 +404,10 @@ static int wait_streams(struct grp* g, int ng, double deadline) {
   }
 }
 
-/* Queue the copy of every group's reduced vector to its host staging. */
+/* Queue the copy of the reduced vector of every group still in the round to its host staging. */
 static ncclResult_t copy_back(struct grp* g, int ng) {
   for (int j = 0; j < ng; j++) {
+    if (g[j].status != NG_AGREE_OK) continue;
     ng_ctx saved;
     int bad = ng_cuda_push(g[j].dev, &saved) ||
               ng_cuda_d2h(g[j].res.host, g[j].res.buf, g[j].len * sizeof(int32_t), g[j].res.s);
@@ -484,6 +485,12 @@ static double launch_grace_us(void) {
   double g = ng_cfg.timeout_s * 1e6 / 4;
   return g < 1e6 ? 1e6 : g > 10e6 ? 10e6 : g;
 }
+
+/* A peer that met this rank in a round of this batch leaves that round when its own batch's round ends,
+ * which may be up to NCCLGUARD_TIMEOUT later (a communicator of its batch whose peer never came, timed
+ * out there): the waits that follow such a round (the next round, NCCL's registration) give it this much
+ * more than the timeout. The same grace as a first round's launch. */
+double ng_late_grace_us(void) { return launch_grace_us(); }
 
 /* Launch the round's all-reduces; *r and *e: ncclAllReduce's and ncclGroupEnd's results. Returns 1
  * when the launch was abandoned (still blocked in NCCL past the deadline and the grace period). */
@@ -583,6 +590,7 @@ struct round {
   struct grp* g; /* one per communicator */
   int* gi;       /* votes[i] travels in g[gi[i]] */
   double t0, t1, t2, deadline;
+  double extra;      /* past NCCLGUARD_TIMEOUT: ng_agree_after's grace */
   int relaxed, mode; /* this thread's capture mode, relaxed for the round */
   ncclResult_t res;  /* the first failure of a step (CUDA or NCCL) */
   int w;             /* wait_streams: 0 done, 1 some group timed out or was aborted, <0 a CUDA error */
@@ -659,7 +667,8 @@ static void round_launch(struct round* R) {
   if (fired || abandoned) R->res = ncclSystemError;
   if (abandoned)
     for (int j = 0; j < R->ng; j++) R->g[j].status = NG_AGREE_TIMEOUT;
-  else if (ng_now_us() > R->deadline - ng_cfg.timeout_s * 1e6 / 2) R->deadline = ng_now_us() + ng_cfg.timeout_s * 1e6;
+  else if (ng_now_us() > R->deadline - R->extra - ng_cfg.timeout_s * 1e6 / 2)
+    R->deadline = ng_now_us() + ng_cfg.timeout_s * 1e6 + R->extra;
   if (R->res == ncclInProgress || R->res == ncclSuccess) /* nonblocking communicators: wait for the enqueue */
     for (int j = 0; j < R->ng && (R->res == ncclInProgress || R->res == ncclSuccess); j++)
       R->res = ng_wait_ready_until(R->g[j].comm, R->g[j].dev, R->deadline);
@@ -671,7 +680,8 @@ static void round_launch(struct round* R) {
  * behind the all-reduce at once (one wait); a pageable one waits for the all-reduce first (a copy to
  * pageable memory would wait on the host, unbounded). A kernel stopped by an abort or revoke (another
  * thread's) completes without having reduced anything: a round whose communicator went meanwhile is
- * not a result. */
+ * not a result. Each communicator's part completes or fails on its own: one that timed out (its peers'
+ * round did not come) leaves the others' results standing, which their ranks have too. */
 static void round_complete(struct round* R) {
   int all_pinned = 1, copied = 0;
   for (int j = 0; j < R->ng; j++) all_pinned &= R->g[j].res.pinned;
@@ -680,9 +690,15 @@ static void round_complete(struct round* R) {
     copied = 1;
   }
   if (R->res == ncclSuccess) R->w = wait_streams(R->g, R->ng, R->deadline);
-  if (R->res == ncclSuccess && R->w == 0 && !copied) {
+  if (R->res == ncclSuccess && R->w >= 0 && !copied) {
+    /* (the groups whose all-reduce completed: their streams are idle, the copy takes no time; a second or
+     * more past the round's deadline where another group's timeout used it up) */
+    double dl = R->deadline > ng_now_us() + 1e6 ? R->deadline : ng_now_us() + 1e6;
     R->res = copy_back(R->g, R->ng);
-    if (R->res == ncclSuccess) R->w = wait_streams(R->g, R->ng, R->deadline);
+    if (R->res == ncclSuccess) {
+      int w2 = wait_streams(R->g, R->ng, dl);
+      R->w = w2 < 0 ? w2 : R->w > w2 ? R->w : w2;
+    }
   }
   if (R->w < 0) R->res = ncclUnhandledCudaError;
   for (int j = 0; j < R->ng; j++) {
@@ -738,8 +754,11 @@ static void check_cid(struct grp* q) {
   ng_reg_comm_set_cid(q->comm, cid);
 }
 
+/* Per communicator: a round that failed as a whole on this rank (its launch, a CUDA error) fails every
+ * communicator of it; otherwise each communicator's status is its own (a timeout on one leaves another's
+ * completed round standing, as it stands on that one's other ranks). */
 static void round_check(struct round* R) {
-  if (R->res != ncclSuccess || R->w != 0) {
+  if (R->res != ncclSuccess || R->w < 0) {
     for (int i = 0; i < R->n; i++) {
       int s = R->g[R->gi[i]].status;
       R->votes[i].status = s == NG_AGREE_OK ? NG_AGREE_FAILED : s;
@@ -748,7 +767,7 @@ static void round_check(struct round* R) {
   }
   for (int j = 0; j < R->ng; j++) {
     struct grp* q = &R->g[j];
-    check_in_step(R, q);
+    if (q->status == NG_AGREE_OK) check_in_step(R, q);
     if (q->status == NG_AGREE_OK) check_settings(R, q);
     if (q->status == NG_AGREE_OK) check_cid(q);
   }
@@ -771,7 +790,7 @@ static ncclResult_t round_finish(struct round* R) {
   for (int j = 0; j < R->ng; j++) {
     struct grp* q = &R->g[j];
     int st = q->status;
-    if (st == NG_AGREE_OK && !(R->res == ncclSuccess && R->w == 0)) st = NG_AGREE_FAILED;
+    if (st == NG_AGREE_OK && !(R->res == ncclSuccess && R->w >= 0)) st = NG_AGREE_FAILED;
     if (st == NG_AGREE_SETTINGS) { /* the round itself completed in step: the ranks refuse alike */
       if (ret == ncclSuccess) ret = ncclInvalidUsage;
     } else if (st != NG_AGREE_OK) {
@@ -806,7 +825,7 @@ static ncclResult_t round_finish(struct round* R) {
   return ret;
 }
 
-ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
+static ncclResult_t agree(struct ng_vote* votes, int n, const char* what, double extra) {
   if (n <= 0) return ncclSuccess;
   int all_solo = 1;
   for (int i = 0; i < n && all_solo; i++) all_solo = solo(votes[i].comm);
@@ -818,7 +837,7 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
   }
   for (int i = 0; i < n; i++) votes[i].status = NG_AGREE_FAILED;
   if (!ng_cuda_ok()) return ncclInvalidUsage;
-  struct round R = {.votes = votes, .n = n, .what = what, .res = ncclSuccess};
+  struct round R = {.votes = votes, .n = n, .what = what, .res = ncclSuccess, .extra = extra};
   R.g = ng_calloc("agree.groups", (size_t)n, sizeof *R.g);
   R.gi = ng_calloc("agree.index", (size_t)n, sizeof *R.gi);
   if (!R.g || !R.gi) { /* this rank cannot run the round its peers run */
@@ -837,7 +856,7 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
     R.gi[i] = j;
     R.g[j].count++;
   }
-  R.t0 = ng_now_us(), R.deadline = R.t0 + ng_cfg.timeout_s * 1e6;
+  R.t0 = ng_now_us(), R.deadline = R.t0 + ng_cfg.timeout_s * 1e6 + extra;
   /* Our stream is not captured; relaxed mode lets this thread allocate and enqueue while another
    * stream captures (in global mode even cuMemAlloc would fail and invalidate that capture). */
   R.relaxed = ng_cuda_relaxed_capture(&R.mode) == 0;
@@ -859,4 +878,9 @@ ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) {
   free(R.g);
   free(R.gi);
   return ret;
+}
+
+ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) { return agree(votes, n, what, 0); }
+ncclResult_t ng_agree_after(struct ng_vote* votes, int n, const char* what) {
+  return agree(votes, n, what, ng_late_grace_us());
 }

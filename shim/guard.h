@@ -477,6 +477,12 @@ struct ng_vote {
   int32_t v[NG_NVOTE];
 };
 ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what);
+/* A round that follows an earlier round of the same batch (go, outcome): its peers met this rank in that
+ * round, but one may still be held up to NCCLGUARD_TIMEOUT by a round of another communicator it shares its
+ * batch with, so it waits NCCLGUARD_TIMEOUT plus ng_late_grace_us(). */
+ncclResult_t ng_agree_after(struct ng_vote* votes, int n, const char* what);
+/* The grace of a wait on peers that already met this rank in a round of this batch: T/4, 1-10 s. */
+double ng_late_grace_us(void);
 /* 1 if the loaded NCCL can revoke a communicator (2.28.7+). */
 int ng_can_revoke(void);
 /* THE one exit: every path that leaves a registration without running the round its peers run goes
@@ -560,6 +566,7 @@ struct ng_regreq {
   int space_full;   /* NCCL without reuse failed: its symmetric address space has no room (#2331) */
   size_t alloc_size; /* preflight: the size of the allocation behind buff (what NCCL 2.28+ places), 0: unknown */
   int null_peer;
+  int in_go;        /* in this batch's go round (its communicator registers something in the batch) */
   int acct;         /* registered here: comm_windows and comm_bytes (after it) go to the log */
   int comm_windows;
   size_t comm_bytes;    /* NCCL gave this rank a window and another rank a NULL one: dropped again here */

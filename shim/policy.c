@@ -110,7 +110,6 @@ static void fallback(struct ng_regreq* r, int reason, int agreed, int first_bad)
     r->decision = NG_D_DEGRADE;
     r->result = ncclSuccess;
     *r->win = NULL;
-    ng_reg_comm_mark(r->comm, 0, 0, 1);
   } else {
     r->decision = NG_D_ERROR;
     r->result = ncclInvalidArgument;
@@ -344,7 +343,6 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
      * torchcomms#4036, sglang#32200). One answer on every rank, before NCCL: NULL */
     r->agreed_reason = NG_R_NULL_WINDOW;
     r->local_reason = r->rules.sym == NG_SYM_NO ? NG_R_NULL_WINDOW : NG_R_OK;
-    ng_reg_comm_mark(r->comm, 0, 0, 1);
     /* (an error, not a NULL window, where device code reads this communicator's windows) */
     if (ng_cfg.null_window == NG_NULLWIN_ERROR || r->cv.has_devcomm) r->decision = NG_D_ERROR, r->result = ncclInvalidUsage;
     else r->decision = NG_D_DEGRADE, r->result = ncclSuccess, *r->win = NULL;
@@ -427,26 +425,38 @@ static int voted(const struct ng_regreq* r) {
           r->agreed_reason != NG_R_AGREE_FAILED);
 }
 
-/* The "go" round, over every request that went through the vote (the same set on every rank). It
- * keeps a rank whose vote paired with the stale vote of a rank that gave up out of NCCL's
- * registration. Where NCCL can revoke (2.28.7+) the rank that gives up revokes, which stops its
- * stale all-reduce on the GPU: the late vote then has no partner and times out itself, and the go
- * round is skipped (it costs one all-reduce per registration). */
+/* Does communicator `comm` register anything in this batch (some request on it decided REGISTER)? The
+ * decision comes from that communicator's reduced votes alone, so every rank of it answers alike. */
+static int comm_registers(const struct ng_regreq* reqs, int n, ncclComm_t comm) {
+  for (int j = 0; j < n; j++)
+    if (reqs[j].comm == comm && reqs[j].decision == NG_D_REGISTER) return 1;
+  return 0;
+}
+
+/* The "go" round. It keeps a rank whose vote paired with the stale vote of a rank that gave up out of
+ * NCCL's registration. Where NCCL can revoke (2.28.7+) the rank that gives up revokes, which stops its
+ * stale all-reduce on the GPU: the late vote then has no partner and times out itself, and the go round
+ * is skipped (it costs one all-reduce per registration). It runs per communicator: on a communicator
+ * that registers something in this batch, over every request of it that went through the vote (the same
+ * set on every rank of that communicator). A batch is only a way to share the round: a communicator that
+ * registers nothing here has no go round, whatever the batch's other communicators do (its peers'
+ * batches may hold nothing else, and a round they do not run would pair with their next collective). */
 static void phase_go(struct ng_regreq* reqs, int n, struct ng_vote* votes) {
   if (ng_can_revoke()) return;
-  int go = 0, nv = 0;
-  for (int i = 0; i < n; i++) go |= reqs[i].decision == NG_D_REGISTER;
-  if (!go) return;
+  int nv = 0;
+  for (int i = 0; i < n; i++) /* (decided before the round: the round's failures change decisions) */
+    reqs[i].in_go = voted(&reqs[i]) && comm_registers(reqs, n, reqs[i].comm);
   for (int i = 0; i < n; i++) {
-    if (!voted(&reqs[i])) continue;
+    if (!reqs[i].in_go) continue;
     memset(&votes[nv], 0, sizeof votes[nv]);
     votes[nv].comm = reqs[i].comm;
     votes[nv].dev = reqs[i].cv.dev;
     nv++;
   }
-  ncclResult_t a = ng_agree(votes, nv, "registration go");
+  if (!nv) return;
+  ncclResult_t a = ng_agree_after(votes, nv, "registration go");
   for (int i = 0, k = 0; i < n; i++) {
-    if (!voted(&reqs[i])) continue;
+    if (!reqs[i].in_go) continue;
     struct ng_vote* vt = &votes[k++];
     if (vt->status == NG_AGREE_OK || reqs[i].decision != NG_D_REGISTER) continue;
     vote_failed(&reqs[i], vt, a);
@@ -499,7 +509,8 @@ static void phase_register(struct ng_regreq* reqs, int n) {
     return;
   }
   int mode = 0, sw = relaxed && !ng_cuda_relaxed_capture(&mode);
-  double ta = ng_now_us(), deadline = ng_deadline();
+  /* (a peer that met this rank in the vote may come up to NCCLGUARD_TIMEOUT later: ng_late_grace_us) */
+  double ta = ng_now_us(), deadline = ng_deadline() + ng_late_grace_us();
   for (int i = 0; wds && i < n; i++)
     if (reqs[i].decision == NG_D_REGISTER)
       ng_watch_arm(&wds[i], reqs[i].comm, reqs[i].cv.dev, deadline, "ncclCommWindowRegister", reqs[i].seq,
@@ -559,10 +570,7 @@ static void nccl_failed(struct ng_regreq* r, ncclResult_t agreed, int degradable
   int why = here && r->space_full ? NG_R_SYM_SPACE_FULL : NG_R_NCCL_ERROR;
   r->local_reason = here ? why : NG_R_OK;
   fallback(r, why, why, -1);
-  if (!degradable && r->decision == NG_D_DEGRADE) {
-    ng_reg_comm_mark(r->comm, 0, 0, -1);
-    r->decision = NG_D_ERROR;
-  }
+  if (!degradable && r->decision == NG_D_DEGRADE) r->decision = NG_D_ERROR;
   /* NCCL's own error code, never replaced: this rank's where NCCL failed here, else the worst agreed */
   if (r->decision == NG_D_ERROR) r->result = here && own != ncclSuccess ? own : agreed;
 }
@@ -606,7 +614,7 @@ static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, 
     else votes[nv].v[*reqs[i].win ? NG_VOTE_REAL_WIN : NG_VOTE_NULL_WIN] = 1;
     nv++;
   }
-  ncclResult_t a = ng_agree(votes, nv, "registration outcome");
+  ncclResult_t a = ng_agree_after(votes, nv, "registration outcome");
   for (int i = 0, k = 0; i < n; i++) {
     struct ng_regreq* r = &reqs[i];
     if (r->decision != NG_D_REGISTER) continue;
@@ -652,7 +660,6 @@ static void phase_null_window(struct ng_regreq* reqs, int n) {
     if (r->decision != NG_D_REGISTER || r->result != ncclSuccess || *r->win) continue;
     r->agreed_reason = NG_R_NULL_WINDOW;
     r->local_reason = r->null_peer ? NG_R_OK : NG_R_NULL_WINDOW; /* peer_null_window where it was another rank's */
-    ng_reg_comm_mark(r->comm, 0, 0, 1);
     if (ng_cfg.null_window == NG_NULLWIN_ERROR) {
       r->decision = NG_D_ERROR;
       r->result = ncclInvalidUsage;
@@ -817,30 +824,45 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
   agree_us += ng_now_us() - t;
   for (int i = 0; i < n; i++) reqs[i].agree_us = agree_us;
   phase_null_window(reqs, n);
-  ncclResult_t ret = ncclSuccess;
-  for (int i = 0; i < n; i++)
-    if (ret == ncclSuccess && reqs[i].result != ncclSuccess) ret = reqs[i].result;
-  /* A batch is one application group, and ncclGroupEnd returns one result: when it is an error, no window
-   * of the group survives (every rank has the same per-registration outcomes, agreed: they roll back alike) */
-  for (int i = 0; n > 1 && ret != ncclSuccess && i < n; i++) {
+  /* A batch is one application group, and ncclGroupEnd returns one result, its first error. A registration
+   * that failed rolls back the rest of its own communicator's part of the batch (registered, reused or
+   * degraded: deregistered, *win NULL, an error), so that no window of that communicator survives the failed
+   * group; every rank of that communicator has the same outcomes for it (agreed) and rolls back alike. The
+   * batch's other communicators keep theirs: their other ranks may know nothing of the failure (a rank that
+   * shares one communicator with this rank and not the other), and a window rolled back on one rank of a
+   * communicator and kept on another would put the ranks' next windows at different places. */
+  for (int i = 0; n > 1 && i < n; i++) {
     struct ng_regreq* r = &reqs[i];
-    if (r->result != ncclSuccess || (r->decision != NG_D_REGISTER && r->decision != NG_D_REUSE)) continue;
+    if (r->result != ncclSuccess ||
+        (r->decision != NG_D_REGISTER && r->decision != NG_D_REUSE && r->decision != NG_D_DEGRADE))
+      continue;
+    ncclResult_t cres = ncclSuccess;
+    for (int j = 0; j < n && cres == ncclSuccess; j++)
+      if (reqs[j].comm == r->comm) cres = reqs[j].result;
+    if (cres == ncclSuccess) continue;
     if (r->decision == NG_D_REGISTER && *r->win && ng_reg_comm_usable(r->comm, r->cv.gen)) {
       ncclResult_t d;
       NG_CALL(d, ncclCommWindowDeregister, r->comm, *r->win);
       (void)d;
     }
     r->decision = NG_D_ERROR;
-    r->result = ret;
+    r->result = cres;
     r->local_reason = r->agreed_reason = NG_R_GROUP_ROLLBACK;
   }
-  ret = ncclSuccess;
+  ncclResult_t ret = ncclSuccess;
   for (int i = 0; i < n; i++) {
+    struct ng_regreq* r = &reqs[i];
     /* an error never leaves *win set: a window NCCL wrote and ncclguard deregistered again would be
      * deregistered a second time by the application's cleanup */
-    if (reqs[i].result != ncclSuccess && reqs[i].win) *reqs[i].win = NULL;
-    report(&reqs[i]);
-    if (ret == ncclSuccess && reqs[i].result != ncclSuccess) ret = reqs[i].result;
+    if (r->result != ncclSuccess && r->win) *r->win = NULL;
+    /* The communicator's count of NULL windows (a device communicator is refused while it has some) follows
+     * the windows handed out: a success with *win NULL (degraded, or NCCL's own NULL window), counted here
+     * once, after every change of the batch's outcome; its deregistration takes it away, and the count goes
+     * with the communicator. An error hands out nothing. */
+    if (r->result == ncclSuccess && r->win && !*r->win && (r->decision == NG_D_DEGRADE || r->decision == NG_D_REGISTER))
+      ng_reg_comm_mark(r->comm, 0, 0, 1);
+    report(r);
+    if (ret == ncclSuccess && r->result != ncclSuccess) ret = r->result;
   }
   free(votes);
   return ret;

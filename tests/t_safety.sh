@@ -71,6 +71,54 @@ nowrong && [ "$(echo "$out" | grep -c 'reg=ncclInvalidUsage win=null allreduce=e
   && [ "$(logs extra | grep -c 'fn=ncclCommWindowRegister .*decision=error reason=out_of_step')" = 3 ] \
   && pass out-of-step-refused-on-every-rank || fail out-of-step-refused-on-every-rank "$(why extra)"
 
+# 4c. two communicators that share a rank (tests/progs/twocomm.c: A = {P0, P1}, B = {P0, P2}, P0 registering
+# on both in one group, P1 on A alone, P2 on B alone): whether a round runs, a rollback and a round's status
+# are each communicator's own, decided from what the ranks of THAT communicator know alike (a batch only
+# shares rounds). Each case ends with the application's own all-reduce on each communicator
+tw() { # NAME ARGS...: twocomm with ncclguard; sets $out, $rc
+  n=$1; shift
+  out=$(NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/$n.%p.log" fake_run "$PROGS/twocomm" "$@" 2>"$T/$n.err"); rc=$?
+}
+tn() { echo "$out" | grep -c -- "$1"; }
+twhy() { echo "rc=$rc $(echo "$out" | grep RESULT | tr '\n' ' ') | $(logs "$1" | grep WARN | head -3 | cut -c1-260)"; }
+# P0's A degrades (its buffer there is cudaMalloc memory) while its B registers; without revoke (2.27, 2.28.3)
+# a go round precedes NCCL's registration, on B only: a go round on A, which P1 does not run, paired with P1's
+# next all-reduce (wrong data on P1, none for P0's; at 161d693)
+for v in 22703 22803; do
+  FAKE_NCCL_VERSION=$v NCCLGUARD_TIMEOUT=3 tw go$v go --wait 4
+  [ $rc = 0 ] && [ "$(tn 'comm=A warm=ok reg=ncclSuccess win=null ar=ok')" = 2 ] \
+    && [ "$(tn 'comm=B warm=ok reg=ncclSuccess win=set ar=ok')" = 2 ] \
+    && pass "two-comms-go-round-per-communicator-nccl-$v" || fail "two-comms-go-round-per-communicator-nccl-$v" "$(twhy go$v)"
+done
+# NCCLGUARD_ON_FAILURE=error, P0's B refused (cudaMalloc memory), A registered everywhere: ncclGroupEnd returns
+# B's error on P0, and A's window stays there as on P1 (rolled back on P0 alone, the next window on A sat at
+# another offset on each rank: garbage in the all-reduce in it, at 161d693)
+for v in 22809 22903; do
+  FAKE_NCCL_VERSION=$v NCCLGUARD_ON_FAILURE=error NCCLGUARD_TIMEOUT=3 tw rb$v rollback --wait 4
+  [ $rc = 0 ] && [ "$(tn 'comm=A warm=ok reg=ncclInvalidArgument win=set ar=ok reg2=ncclSuccess win2=set ar2=ok')" = 1 ] \
+    && [ "$(tn 'comm=A warm=ok reg=ncclSuccess win=set ar=ok reg2=ncclSuccess win2=set ar2=ok')" = 1 ] \
+    && [ "$(tn 'comm=B warm=ok reg=ncclInvalidArgument win=null ar=skipped')" = 2 ] && ! logs rb$v | grep -q 'reason=group_rollback' \
+    && pass "two-comms-rollback-per-communicator-nccl-$v" || fail "two-comms-rollback-per-communicator-nccl-$v" "$(twhy rb$v)"
+done
+# P2 comes to B past NCCLGUARD_TIMEOUT: B's part of P0's round times out, A's part of the same round completed
+# on both of A's ranks and stands (at 161d693 P0 gave A up too: an error on A's both ranks)
+for v in 22809 22703; do
+  FAKE_NCCL_VERSION=$v NCCLGUARD_TIMEOUT=2 TWOCOMM_LATE_MS=4000 tw late$v late --wait 4
+  [ $rc = 0 ] && [ "$(tn 'comm=A warm=ok reg=ncclSuccess win=set ar=ok')" = 1 ] \
+    && [ "$(tn 'comm=A warm=ok reg=ncclSystemError win=set ar=ok')" = 1 ] \
+    && [ "$(tn 'comm=B warm=ok reg=ncclSystemError win=null ar=skipped')" = 2 ] \
+    && pass "two-comms-round-status-per-communicator-nccl-$v" || fail "two-comms-round-status-per-communicator-nccl-$v" "$(twhy late$v)"
+done
+# the NULL-window count follows the windows handed out (NCCLGUARD_NULL_WINDOW=error): a failed group hands out
+# none (a degraded window rolled back with it), nor an error for NCCL's own NULL window, so ncclDevCommCreate
+# afterwards is NCCL's to answer (success; at 161d693 refused, reason=degraded_windows)
+FAKE_NCCL_VERSION=22809 NCCLGUARD_NULL_WINDOW=error NCCLGUARD_TIMEOUT=3 tw dc devcomm --wait 4
+[ $rc = 0 ] && [ "$(tn 'reg=ncclInvalidArgument win=null devcomm=ncclSuccess reg2=ncclSuccess win2=set devcomm2=ncclSuccess ar=ok')" = 2 ] \
+  && pass null-window-count-after-failed-group || fail null-window-count-after-failed-group "$(twhy dc)"
+FAKE_NCCL_VERSION=22903 FAKE_NCCL_NO_SYMMETRIC=1 NCCLGUARD_NULL_WINDOW=error NCCLGUARD_TIMEOUT=3 tw dcn devcomm --wait 4
+[ $rc = 0 ] && [ "$(tn 'devcomm=ncclSuccess reg2=ncclInvalidUsage win2=null devcomm2=ncclSuccess ar=ok')" = 2 ] \
+  && pass null-window-count-nccl-null-window-error || fail null-window-count-nccl-null-window-error "$(twhy dcn)"
+
 # 5. agreement resources of destroyed communicators past the pool are freed (issue 19, case 6): 300
 # one-rank communicators alive per cycle, each with its own stream (a thread in the fakes)
 out=$(NCCLGUARD_LOG=warn fake_run "$PROGS/manycomm" -n 300 -c 5 2>"$T/many.err"); rc=$?
