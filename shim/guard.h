@@ -105,6 +105,9 @@ struct ng_group {
    * (revoked) at the group's end, outside NCCL's open group */
   ncclComm_t lost[4];
   int nlost;
+  /* an application group of this thread (outermost ncclGroupEnd) failed with no registration queued in it:
+   * this thread's next registration batch is refused without a round (policy.c), then it is cleared */
+  int failed;
 };
 struct ng_tls {
   int in_nccl;              /* >0 while this thread is inside the real NCCL: calls are NCCL's own */

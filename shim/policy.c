@@ -766,7 +766,8 @@ static ncclResult_t abandon(struct ng_regreq* reqs, int n, int reason, ncclResul
  * ours would pair with), so no round runs after such a group: each communicator is given up. The one
  * exception is known alike everywhere: every rank of the communicator is in this very group (one thread
  * drives them all), so every rank's group failed and each refuses alone, the communicator intact. */
-ncclResult_t ng_policy_group_failed(struct ng_regreq* reqs, int n, ncclResult_t res) {
+static ncclResult_t group_failed(struct ng_regreq* reqs, int n, ncclResult_t res, ncclResult_t refused,
+                                 const char* cause) {
   int* keep = ng_calloc("policy.keep", (size_t)(n > 0 ? n : 1), sizeof *keep);
   for (int i = 0; keep && i < n; i++) {
     ng_check_reg_args(&reqs[i]);
@@ -781,13 +782,28 @@ ncclResult_t ng_policy_group_failed(struct ng_regreq* reqs, int n, ncclResult_t 
     }
     keep[i] = here == reqs[i].cv.nranks;
   }
-  abandon(reqs, n, NG_R_GROUP_FAILED, ncclInvalidUsage, "the application's group failed", keep);
+  abandon(reqs, n, NG_R_GROUP_FAILED, refused, cause, keep);
   free(keep);
   return res;
+}
+ncclResult_t ng_policy_group_failed(struct ng_regreq* reqs, int n, ncclResult_t res) {
+  return group_failed(reqs, n, res, ncclInvalidUsage, "the application's group failed");
 }
 
 ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
   if (n <= 0) return ncclSuccess;
+  struct ng_group* G = ng_grp();
+  if (G->failed) {
+    /* An application group of this thread failed on this rank with no registration in it (wrap_group.c):
+     * NCCL dropped its collectives here while the peers' groups may have enqueued theirs, which this batch's
+     * round would pair with (the peers' collective completing with our vote in it: wrong data, no error).
+     * Which communicators that group held is not known (collectives are not intercepted), so this thread's
+     * next registration is refused without a round, its communicators given up as after a failed group
+     * with registrations in it: their peers end with an error within the bound, never with data. */
+    G->failed = 0;
+    return group_failed(reqs, n, ncclInvalidUsage, ncclInvalidUsage,
+                        "an earlier application group of this thread failed on this rank");
+  }
   struct ng_vote* votes = ng_calloc("policy.votes", (size_t)n, sizeof *votes);
   if (!votes) return abandon(reqs, n, NG_R_AGREE_FAILED, ncclSystemError, "out of host memory", NULL);
   ng_log_source();

@@ -65,7 +65,13 @@ static ncclResult_t group_end(ncclSimInfo_t* sim, int simulate) {
   else NG_CALL(res, ncclGroupEnd);
   struct ng_group* G = ng_grp(); /* this libnccl's group (route.c: each copy of NCCL has its own) */
   if (G->depth > 0) G->depth--;
-  if (G->depth > 0 || (G->npending == 0 && G->nlost == 0)) return res; /* (the data path: nothing more) */
+  if (G->depth > 0) return res;
+  if (G->npending == 0 && G->nlost == 0) { /* (the data path: one compare more) */
+    /* a failed group: NCCL dropped its collectives on this rank only, perhaps; the peers' may wait for them,
+     * and a round of this thread's next registration would pair with them (policy.c refuses it) */
+    if (res != ncclSuccess && res != ncclInProgress) G->failed = 1;
+    return res;
+  }
   return group_end_queued(G, res);
 }
 

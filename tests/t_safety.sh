@@ -119,6 +119,33 @@ FAKE_NCCL_VERSION=22903 FAKE_NCCL_NO_SYMMETRIC=1 NCCLGUARD_NULL_WINDOW=error NCC
 [ $rc = 0 ] && [ "$(tn 'devcomm=ncclSuccess reg2=ncclInvalidUsage win2=null devcomm2=ncclSuccess ar=ok')" = 2 ] \
   && pass null-window-count-nccl-null-window-error || fail null-window-count-nccl-null-window-error "$(twhy dcn)"
 
+# 4d. an application group that fails on one rank only (twocomm appcoll: P0's all-reduce in it has an invalid
+# operation, NCCL drops P0's group, P1's all-reduce X waits for a partner), then both register on A: P0's
+# vote would pair with P1's X (X completing with the vote in it: wrong data, no error; at 161d693). P0 refuses
+# its next registration without a round (reason=group_failed) and gives A up (revoked): P1's registration ends
+# with an error within the bound, its X is stopped, nothing completes with wrong data. Without revoke (2.27) the
+# application's own all-reduce after the failed group pairs with X as it would without ncclguard (NCCL alone:
+# the same), and no round of ncclguard's pairs with it. appgroup: the registration inside the failed group
+for v in 22809 23007 22703; do
+  FAKE_NCCL_VERSION=$v NCCLGUARD_TIMEOUT=2 tw ac$v appcoll --wait 4
+  ok=1
+  [ $rc = 0 ] && ! echo "$out" | grep -q '=wrong' && [ "$(tn 'RESULT proc=[01] comm=A')" = 2 ] \
+    && [ "$(logs ac$v | grep -c 'fn=ncclCommWindowRegister .*decision=error reason=group_failed')" = 1 ] || ok=0
+  if [ $v != 22703 ]; then
+    [ "$(tn 'proc=0 comm=A warm=ok group=ncclInvalidArgument reg=ncclInvalidUsage win=null ar=error')" = 1 ] \
+      && [ "$(tn 'proc=1 comm=A warm=ok group=ncclSuccess reg=ncclSystemError win=null ar=error x=unchanged')" = 1 ] || ok=0
+  fi
+  [ $ok = 1 ] && pass "failed-app-group-then-registration-no-round-nccl-$v" \
+    || fail "failed-app-group-then-registration-no-round-nccl-$v" "$(twhy ac$v)"
+done
+for v in 22809 23007; do
+  FAKE_NCCL_VERSION=$v NCCLGUARD_TIMEOUT=2 tw ag$v appgroup --wait 4
+  [ $rc = 0 ] && ! echo "$out" | grep -q '=wrong' \
+    && [ "$(tn 'proc=0 comm=A warm=ok group=ncclInvalidArgument reg=ncclInvalidArgument win=null ar=error')" = 1 ] \
+    && [ "$(tn 'proc=1 comm=A warm=ok group=ncclSystemError reg=ncclSystemError win=null ar=error x=unchanged')" = 1 ] \
+    && pass "failed-app-group-with-registration-stopped-nccl-$v" || fail "failed-app-group-with-registration-stopped-nccl-$v" "$(twhy ag$v)"
+done
+
 # 5. agreement resources of destroyed communicators past the pool are freed (issue 19, case 6): 300
 # one-rank communicators alive per cycle, each with its own stream (a thread in the fakes)
 out=$(NCCLGUARD_LOG=warn fake_run "$PROGS/manycomm" -n 300 -c 5 2>"$T/many.err"); rc=$?

@@ -139,16 +139,42 @@ static int run(int p) {
     }
     void* buf = vmm_buf();
     int coll = !strcmp(mode, "appcoll");
+    /* the group's own all-reduce X: its own buffer (rank + 1) and stream, looked at after the rest */
+    float* dx = NULL;
+    cudaStream_t sx;
+    cudaMalloc((void**)&dx, COUNT * sizeof(float));
+    cudaStreamCreate(&sx);
+    float* hx = malloc(COUNT * sizeof *hx);
+    for (int i = 0; i < COUNT; i++) hx[i] = (float)(ra + 1);
+    cudaMemcpy(dx, hx, COUNT * sizeof *hx, cudaMemcpyHostToDevice);
     ncclGroupStart();
-    ncclAllReduce(d, d, COUNT, ncclFloat, p == 0 ? (ncclRedOp_t)99 : ncclSum, a, NULL); /* invalid on P0 */
+    ncclAllReduce(dx, dx, COUNT, ncclFloat, p == 0 ? (ncclRedOp_t)99 : ncclSum, a, sx); /* invalid on P0 */
     if (!coll) reg_a = ncclCommWindowRegister(a, buf, 2 << 20, &wa, NCCL_WIN_COLL_SYMMETRIC);
     e = ncclGroupEnd();
     if (coll) reg_a = ncclCommWindowRegister(a, buf, 2 << 20, &wa, NCCL_WIN_COLL_SYMMETRIC); /* after the group */
     else if (reg_a == ncclSuccess) reg_a = e;
     const char* ar = ng_app_allreduce(a, d, COUNT, ra, 2, wait_s * 1000);
     bad |= !strcmp(ar, "wrong");
-    ng_say("RESULT proc=%d comm=A warm=%s group=%s reg=%s win=%s ar=%s", p, warm_a, ng_rc_name(e), ng_rc_name(reg_a),
-           winword(wa), ar);
+    /* X (P1's: P0 dropped its own): "ok" (3 everywhere), "unchanged" (stopped by a revoke before it reduced:
+     * its communicator stopped, as the application's next all-reduce says), "pending" (never completed, the
+     * hang of NCCL alone), "dropped" (P0), or "wrong" (it completed with other data: paired with a collective
+     * that was not the peer's X) */
+    const char* x = "dropped";
+    if (p == 1) {
+      double until = ng_now_us() + wait_s * 1e6;
+      cudaError_t q;
+      while ((q = cudaStreamQuery(sx)) == cudaErrorNotReady && ng_now_us() < until) usleep(500);
+      x = q == cudaErrorNotReady ? "pending" : "ok";
+      if (q == cudaSuccess) {
+        cudaMemcpy(hx, dx, COUNT * sizeof *hx, cudaMemcpyDeviceToHost);
+        int same = 1, right = 1;
+        for (int i = 0; i < COUNT; i++) same &= hx[i] == (float)(ra + 1), right &= hx[i] == 3.0f;
+        x = right ? "ok" : same ? "unchanged" : "wrong";
+      }
+      bad |= !strcmp(x, "wrong");
+    }
+    ng_say("RESULT proc=%d comm=A warm=%s group=%s reg=%s win=%s ar=%s x=%s", p, warm_a, ng_rc_name(e),
+           ng_rc_name(reg_a), winword(wa), ar, x);
     return bad;
   }
 
