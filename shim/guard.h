@@ -148,6 +148,9 @@ void* ng_glibc_fn(const char* name);
 /* The address of `name` defined by the loaded object at `base` whose dynamic section is `dynamic`
  * (link_map's l_addr and l_ld), read from its ELF tables; NULL if it does not define it. */
 void* ng_elf_sym(uintptr_t base, const void* dynamic, const char* name);
+/* 1 when `name` is one of the exports some NCCL versions lack (exports.c) and its indirect function answers
+ * NULL now (the loaded NCCL lacks it, or no NCCL is loaded): dlsym.c then answers such a lookup itself */
+int ng_export_absent(const char* name);
 /* String helpers for the code that runs while a sanitizer runtime starts (dlsym.c, elfsym.c): libc's
  * str* functions are intercepted there, and their interceptors are not ready yet. */
 static inline int ng_streq(const char* a, const char* b) {

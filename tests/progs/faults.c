@@ -321,6 +321,9 @@ static int run_rank(int rank) {
   } else if (!strcmp(mode, "suspend")) {
     typedef ncclResult_t (*suspend_fn)(ncclComm_t, int);
     typedef ncclResult_t (*resume_fn)(ncclComm_t);
+    int nv = 0;
+    ncclGetVersion(&nv); /* NCCL loaded first (the header-free build opens it at its first call): what the
+                          * lookups below find is what the loaded NCCL has */
     suspend_fn suspend = (suspend_fn)dlsym(RTLD_DEFAULT, "ncclCommSuspend");
     resume_fn resume = (resume_fn)dlsym(RTLD_DEFAULT, "ncclCommResume");
     if (!suspend || !resume) {
@@ -384,6 +387,8 @@ static int run_rank(int rank) {
     /* NCCL 2.29.2+: existing ranks pass their communicator and rank -1, one of them the new id; new
      * ranks pass NULL, the id and their rank (nccl.h before 2.29 lacks it: looked up) */
     typedef ncclResult_t (*grow_fn)(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t*, ncclConfig_t*);
+    int nv = 0;
+    ncclGetVersion(&nv); /* NCCL loaded first, as for suspend */
     grow_fn grow = (grow_fn)dlsym(RTLD_DEFAULT, "ncclCommGrow");
     if (!grow) {
       ng_say("rank %d/%d: RESULT ok rank=%d grow=absent", rank, nranks, rank);
