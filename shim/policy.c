@@ -459,6 +459,8 @@ static ncclResult_t register_one(struct ng_regreq* r) {
   ncclResult_t res = ncclSuccess;
   for (int attempt = 0;; attempt++) {
     double t = ng_now_us();
+    if (r->win) *r->win = NULL; /* NCCL may succeed without writing it (2.28, no symmetric support and
+                                 * NCCL_LOCAL_REGISTER=0): ncclguard never reads the caller's old value */
     NG_CALL(res, ncclCommWindowRegister, r->comm, r->buff, r->size, r->win, r->flags);
     /* A nonblocking communicator may return ncclSuccess or ncclInProgress and finish in the
      * background: nothing else may be issued on it before ncclCommGetAsyncError says so. */
@@ -513,6 +515,7 @@ static void phase_register(struct ng_regreq* reqs, int n) {
     for (int i = 0; i < n; i++) {
       if (reqs[i].decision != NG_D_REGISTER) continue;
       ncclResult_t ri = r == ncclSuccess ? ncclInternalError : r;
+      if (r == ncclSuccess && reqs[i].win) *reqs[i].win = NULL; /* as in register_one */
       if (r == ncclSuccess) NG_CALL(ri, ncclCommWindowRegister, reqs[i].comm, reqs[i].buff, reqs[i].size,
                                     reqs[i].win, reqs[i].flags);
       reqs[i].result = ri;

@@ -410,6 +410,36 @@ out=$(FAKE_NCCL_VERSION=23007 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/lay-2300
   && [ "$(logs lay-23007 | grep -c 'INFO fn=layout .*NCCL 2.30.7+ reserves the largest')" = 2 ] \
   && ! lhas lay-23007 'decision=(degrade|error)' \
   && pass layout-sizes-2.30.7-registered-info || fail layout-sizes-2.30.7-registered-info "$(why lay-23007)"
+# a window over two allocations mapped back to back (PyTorch's expandable segments), 2 + 2 MiB on one rank and
+# 2 + 4 MiB on the other: 2.30.0-2.30.6 place the span of the segments (4 vs 6 MiB: later windows apart,
+# garbage, silently), so ncclguard refuses it on every rank; 2.28 places the first allocation (2 MiB on both:
+# registered); 2.30.7 reserves the largest span (registered, INFO)
+out=$(FAKE_NCCL_VERSION=23004 bare_run "$L" layout-segments --timeout 20 2>/dev/null); rc=$?
+[ "$(echo "$out" | grep -c 'RESULT fail .*sum=wrong')" -ge 1 ] && pass "layout-segments-2.30.4-wrong-data-without" \
+  || fail "layout-segments-2.30.4-wrong-data-without" "rc=$rc $(echo "$out" | grep RESULT | tr '\n' ' ')"
+out=$(FAKE_NCCL_VERSION=23004 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/lays.%p.log" fake_run "$L" layout-segments --timeout 20 2>/dev/null); rc=$?
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*win0=null .*win1=set .*sum=ok')" = 2 ] \
+  && [ "$(logs lays | grep -c 'seq=0 .*decision=degrade reason=layout_mismatch')" = 2 ] \
+  && [ "$(logs lays | grep -c 'fn=layout msg="the ranks of communicator .* different sizes at step 0: from 4194304 to 6291456 bytes')" = 2 ] \
+  && pass "layout-segments-2.30.4-span-refused-every-rank" || fail "layout-segments-2.30.4-span-refused-every-rank" "$(why lays)"
+for v in 22809 23007; do
+  out=$(FAKE_NCCL_VERSION=$v NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/lays-$v.%p.log" fake_run "$L" layout-segments --timeout 20 2>/dev/null); rc=$?
+  [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*win0=set .*win1=set .*sum=ok')" = 2 ] \
+    && ! lhas lays-$v 'decision=(degrade|error)' && { [ $v = 23007 ] || ! lhas lays-$v 'fn=layout'; } \
+    && pass "layout-segments-$v-registered" || fail "layout-segments-$v-registered" "$(why lays-$v)"
+done
+# *win never read where NCCL did not write it: 2.28 without symmetric support and NCCL_LOCAL_REGISTER=0 returns
+# success and leaves *win as it was (the fake: nccl_reg.c, skip 3; NCCL source at v2.28.9-1, src/dev_runtime.cc
+# ncclCommWindowRegister); a caller whose *win holds garbage gets it back alone, NULL under ncclguard (its
+# garbage neither logged, nor recorded as a window, nor given to ncclCommWindowDeregister)
+gw="FAKE_NCCL_VERSION=22809 NCCL_LOCAL_REGISTER=0 FAKE_NCCL_NO_SYMMETRIC=1"
+out=$(export $gw; bare_run "$L" win-garbage --timeout 20 2>/dev/null); rc=$?
+[ "$(echo "$out" | grep -c 'RESULT ok .*reg=ncclSuccess win=garbage')" = 2 ] && pass win-untouched-2.28-no-symmetric-without \
+  || fail win-untouched-2.28-no-symmetric-without "rc=$rc $(echo "$out" | grep RESULT | tr '\n' ' ')"
+out=$(export $gw; FAKE_NCCL_TRACE=1 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/wg.%p.log" fake_run "$L" win-garbage --timeout 20 2>&1); rc=$?
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*reg=ncclSuccess win=null')" = 2 ] \
+  && ! lhas wg 'win=0x5a5a5a5a5a5a5a50' && ! echo "$out" | grep -q 'Deregister(.*0x5a5a5a5a5a5a5a50' \
+  && pass win-untouched-never-read-caller-garbage || fail win-untouched-never-read-caller-garbage "$(why wg)"
 # flags (symmetric on some ranks only): refused on every rank, on every version
 for v in 22703 22809 23007; do
   out=$(FAKE_NCCL_VERSION=$v NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/layf-$v.%p.log" fake_run "$L" layout-flags --timeout 20 2>/dev/null); rc=$?

@@ -34,6 +34,11 @@
  *                                       step-1 window (RESULT fail: wrong sum or a failed call)
  *   faults layout-flags                 the same, step 0 with the same size but flags 0 on the last rank
  *                                       (NCCL_WIN_COLL_SYMMETRIC on the others)
+ *   faults layout-segments              the same, step 0 a window over two allocations mapped back to back:
+ *                                       2 + 2 MiB, the last rank 2 + 4 MiB (PyTorch's expandable segments);
+ *                                       the first allocation is 2 MiB everywhere (not in the header-free build)
+ *   faults win-garbage [-n N]           *win filled with garbage before a registration of an ncclMemAlloc buffer,
+ *                                       then what the call left there ("garbage", "set", "null")
  *   faults handle-swap [-n N]           (N >= 1) a window given to ncclCommDeregister and a buffer registration's
  *                                       handle to ncclCommWindowDeregister, then each to its own function
  * Every rank prints "RESULT rank=R ..." lines; the parent exits 124 if a rank is still running after
@@ -52,6 +57,9 @@
 #include <unistd.h>
 
 #include "common.h"
+#ifndef NG_HEADERFREE
+#include <cuda.h>
+#endif
 
 struct shared {
   volatile int gen;         /* unique id generation */
@@ -73,6 +81,52 @@ static void share_id(int rank, int gen) {
   } else {
     while (__atomic_load_n(&sh->gen, __ATOMIC_ACQUIRE) < gen) usleep(200);
   }
+}
+
+/* A buffer made of two CUDA VMM allocations of s0 and s1 bytes mapped back to back in one reserved range
+ * (what PyTorch's expandable segments make), on the current device; NULL if the driver cannot. The driver
+ * is looked up at run time (libcuda.so.1): the program links only the CUDA runtime. Never freed. */
+static void* two_segments(size_t s0, size_t s1) {
+#ifdef NG_HEADERFREE
+  (void)s0, (void)s1;
+  return NULL;
+#else
+  void* h = dlopen("libcuda.so.1", RTLD_NOW);
+  if (!h) return NULL;
+  CUresult (*reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) =
+      (CUresult(*)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long))dlsym(h, "cuMemAddressReserve");
+  CUresult (*create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long) =
+      (CUresult(*)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long))dlsym(h, "cuMemCreate");
+  CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) =
+      (CUresult(*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long))dlsym(h, "cuMemMap");
+  CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) =
+      (CUresult(*)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t))dlsym(h, "cuMemSetAccess");
+  CUresult (*release)(CUmemGenericAllocationHandle) = (CUresult(*)(CUmemGenericAllocationHandle))dlsym(h, "cuMemRelease");
+  CUresult (*ctxdev)(CUdevice*) = (CUresult(*)(CUdevice*))dlsym(h, "cuCtxGetDevice");
+  CUdevice dev = 0;
+  if (!reserve || !create || !map || !access || !release || !ctxdev || ctxdev(&dev) != CUDA_SUCCESS) return NULL;
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  CUmemAccessDesc acc;
+  memset(&acc, 0, sizeof acc);
+  acc.location = prop.location;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUdeviceptr va = 0;
+  if (reserve(&va, s0 + s1, 2u << 20, 0, 0) != CUDA_SUCCESS) return NULL;
+  size_t sz[2] = {s0, s1}, at = 0;
+  for (int i = 0; i < 2; i++) {
+    CUmemGenericAllocationHandle mh;
+    if (create(&mh, sz[i], &prop, 0) != CUDA_SUCCESS) return NULL;
+    CUresult r = map(va + at, sz[i], 0, mh, 0);
+    release(mh);
+    if (r != CUDA_SUCCESS || access(va + at, sz[i], &acc, 1) != CUDA_SUCCESS) return NULL;
+    at += sz[i];
+  }
+  return (void*)(uintptr_t)va;
+#endif
 }
 
 static ncclComm_t init_comm(int rank, int gen) {
@@ -178,11 +232,21 @@ static int run_rank(int rank) {
   } else if (!strncmp(mode, "layout-", 7)) {
     ncclComm_t c = init_comm(rank, 1);
     if (!c) return 1;
-    int last = rank == nranks - 1, sizes = !strcmp(mode, "layout-sizes");
+    int last = rank == nranks - 1, sizes = !strcmp(mode, "layout-sizes"), segs = !strcmp(mode, "layout-segments");
     size_t s0 = sizes && last ? (4u << 20) : (2u << 20);
-    int f0 = !sizes && last ? 0 : NCCL_WIN_COLL_SYMMETRIC;
+    int f0 = !sizes && !segs && last ? 0 : NCCL_WIN_COLL_SYMMETRIC;
     void *a = NULL, *b = NULL;
-    ncclMemAlloc(&a, s0);
+    if (segs) { /* two allocations back to back, 2 + 2 MiB (the last rank 2 + 4 MiB), one window over both */
+      size_t s1 = last ? (4u << 20) : (2u << 20);
+      a = two_segments(2u << 20, s1);
+      s0 = (2u << 20) + s1;
+      if (!a) {
+        ng_say("rank %d/%d: RESULT fail rank=%d two segments could not be mapped", rank, nranks, rank);
+        return 1;
+      }
+    } else {
+      ncclMemAlloc(&a, s0);
+    }
     ncclMemAlloc(&b, 2u << 20);
     ncclWindow_t w0 = NULL, w1 = NULL;
     ncclResult_t r0 = ncclCommWindowRegister(c, a, s0, &w0, f0);
@@ -206,8 +270,25 @@ static int run_rank(int rank) {
     if (w0) ncclCommWindowDeregister(c, w0);
     cudaStreamDestroy(st);
     ncclCommDestroy(c);
-    ncclMemFree(a);
+    if (!segs) ncclMemFree(a);
     ncclMemFree(b);
+  } else if (!strcmp(mode, "win-garbage")) {
+    /* the caller's *win holds garbage before the call (an uninitialised variable): where NCCL returns success
+     * without writing it (2.28 without symmetric support and NCCL_LOCAL_REGISTER=0), the caller finds its own
+     * value again; under ncclguard it must be NULL (or a window NCCL wrote), never given back to NCCL */
+    ncclComm_t c = init_comm(rank, 1);
+    if (!c) return 1;
+    void* b = NULL;
+    ncclMemAlloc(&b, 2u << 20);
+    ncclWindow_t garbage = (ncclWindow_t)(uintptr_t)0x5a5a5a5a5a5a5a50ull, w = garbage;
+    ncclResult_t r = ncclCommWindowRegister(c, b, 2u << 20, &w, NCCL_WIN_COLL_SYMMETRIC);
+    const char* what = w == garbage ? "garbage" : w ? "set" : "null";
+    ncclResult_t d = w && w != garbage ? ncclCommWindowDeregister(c, w) : ncclSuccess;
+    ncclResult_t x = ncclCommDestroy(c);
+    ncclMemFree(b);
+    bad = r != ncclSuccess || d != ncclSuccess || x != ncclSuccess;
+    ng_say("rank %d/%d: RESULT %s rank=%d reg=%s win=%s dereg=%s destroy=%s", rank, nranks, bad ? "fail" : "ok", rank,
+           ng_rc_name(r), what, ng_rc_name(d), ng_rc_name(x));
   } else if (!strcmp(mode, "handle-swap")) {
     ncclComm_t c = init_comm(rank, 1);
     if (!c) return 1;
