@@ -528,7 +528,8 @@ enum {
                                       serves this registration from its live window */
   /* the window's layout, each as (x, -x): max and -min, so that after the max every rank knows whether all
    * ranks agree (x == -(-x)) and the range. The size travels exact as three 22-bit pieces, and in 4 KiB
-   * units (rounded up, at most 2^31 - 1) for the range the log names */
+   * units (rounded up, at most 2^31 - 1) for the range the log names; the flags (any int) as (x, ~x): ~x
+   * reverses the order as -x does (max(~x) = ~min(x)) and, unlike -INT_MIN, is defined for every value */
   NG_VOTE_SIZE_P0, NG_VOTE_SIZE_P1, NG_VOTE_SIZE_P2,
   NG_VOTE_NSIZE_P0, NG_VOTE_NSIZE_P1, NG_VOTE_NSIZE_P2,
   NG_VOTE_SIZE_4K, NG_VOTE_NSIZE_4K,

@@ -63,6 +63,18 @@ if grep -q "cannot open NCCLGUARD_LOG_FILE $T/nodir/x.log: No such file or direc
    && ! grep -q 'symbolic link' "$T/nodir.out"; then pass log-file-missing-dir-named
 else fail log-file-missing-dir-named "$(grep 'cannot open' "$T/nodir.out")"; fi
 
+# ... and its path, the user's text, is escaped as every logged value is: a quote in it does not end the
+# message, and in NCCLGUARD_LOG_FORMAT=json the line is JSON that names the path exactly
+bad="$T/no\"such\\dir/x.log"
+timeout 60 env NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$bad" LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" \
+  "$PROGS/ngtest" -n 1 -m thread --no-allreduce >"$T/esc.out" 2>&1
+timeout 60 env NCCLGUARD_LOG=info NCCLGUARD_LOG_FORMAT=json NCCLGUARD_LOG_FILE="$bad" LD_LIBRARY_PATH="$FAKE" \
+  LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" "$PROGS/ngtest" -n 1 -m thread --no-allreduce >"$T/escj.out" 2>&1
+if grep -qF "msg=\"cannot open NCCLGUARD_LOG_FILE $T/no\\\"such\\\\dir/x.log: No such file" "$T/esc.out" \
+   && grep 'cannot open' "$T/escj.out" | python3 -c 'import json, sys; d = json.loads(sys.stdin.readline()); assert d["fn"] == "log" and sys.argv[1] + ":" in d["msg"], d' "$bad"; then
+  pass log-file-unopenable-path-escaped
+else fail log-file-unopenable-path-escaped "$(grep 'cannot open' "$T/esc.out" "$T/escj.out")"; fi
+
 # --- a REAL libnccl, loaded RTLD_LOCAL (docs/PYTORCH.md §2) -------------------------------------
 REALNCCL=""
 for d in ${NCCL_REAL_LIB:-} /usr/local/cuda/lib /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do

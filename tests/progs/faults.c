@@ -1,7 +1,9 @@
 /* faults: window registration under faults, one process per rank (fork), rank r on GPU r % ndev.
  * The same source runs against the fakes (CI) and a real NCCL (tests/gpu/run).
  *
- *   faults late [-n N] --late SEC      the last rank reaches the registration SEC seconds late
+ *   faults late [-n N] --late SEC      the last rank reaches the registration SEC seconds late (--after-fail 1:
+ *                                       after a failed registration, ncclCommRegister and ncclDevCommCreate on
+ *                                       that communicator: "AFTER rank=R breg=.. devcomm=..")
  *   faults abort --abort-ms MS          rank 0 registers while the last rank never comes; a
  *                                       watchdog thread of rank 0 aborts its communicator after MS
  *   faults many --windows K             K windows registered in one ncclGroupStart/End
@@ -33,7 +35,7 @@
  *                                       register 2 MiB; step 1: every rank 2 MiB; then an all-reduce on the
  *                                       step-1 window (RESULT fail: wrong sum or a failed call)
  *   faults layout-flags                 the same, step 0 with the same size but flags 0 on the last rank
- *                                       (NCCL_WIN_COLL_SYMMETRIC on the others)
+ *                                       (NCCL_WIN_COLL_SYMMETRIC on the others; --flags0 N: N instead of 0)
  *   faults layout-segments              the same, step 0 a window over two allocations mapped back to back:
  *                                       2 + 2 MiB, the last rank 2 + 4 MiB (PyTorch's expandable segments);
  *                                       the first allocation is 2 MiB everywhere (not in the header-free build)
@@ -49,6 +51,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +75,8 @@ static int nranks = 2, windows = 1000, cycles = 100, timeout_s = 60, abort_ms = 
 static double late_s = 4;
 static unsigned seed = 1, fault_mask = 0xf;
 static long max_growth_kb = -1;
+static int after_fail; /* late: a buffer registration and a device communicator after a failed registration */
+static int flags0;     /* layout-flags: the last rank's flags at step 0 */
 
 static void share_id(int rank, int gen) {
   /* rank 0 publishes id generation `gen`; the others wait for it */
@@ -206,6 +211,18 @@ static int run_rank(int rank) {
     ng_say("rank %d/%d: RESULT %s rank=%d reg=%s win=%s ms=%.0f", rank, nranks, r == ncclSuccess ? "ok" : "fail", rank,
            ng_rc_name(r), w ? "set" : "null", (ng_now_us() - t0) / 1e3);
     if (r == ncclSuccess && w) ncclCommWindowDeregister(c, w);
+    if (r != ncclSuccess && after_fail) {
+      /* the communicator ncclguard stopped (or whose first round it left in NCCL): a buffer registration and
+       * a device communicator on it */
+      void* h = NULL;
+      ncclResult_t br = ncclCommRegister(c, b, 1 << 21, &h);
+      if (br == ncclSuccess && h) ncclCommDeregister(c, h);
+      devcomm_fn create = (devcomm_fn)dlsym(RTLD_DEFAULT, "ncclDevCommCreate");
+      static unsigned char reqs[256], out[4096]; /* zeroed requirements: NCCL 2.28's "none" */
+      ncclResult_t dr = create ? create(c, reqs, out) : ncclInvalidUsage;
+      ng_say("rank %d/%d: AFTER rank=%d breg=%s devcomm=%s", rank, nranks, rank, ng_rc_name(br),
+             create ? ng_rc_name(dr) : "absent");
+    }
     if (r == ncclSuccess) ncclCommDestroy(c);
     else ncclCommAbort(c);
     ncclMemFree(b);
@@ -234,7 +251,7 @@ static int run_rank(int rank) {
     if (!c) return 1;
     int last = rank == nranks - 1, sizes = !strcmp(mode, "layout-sizes"), segs = !strcmp(mode, "layout-segments");
     size_t s0 = sizes && last ? (4u << 20) : (2u << 20);
-    int f0 = !sizes && !segs && last ? 0 : NCCL_WIN_COLL_SYMMETRIC;
+    int f0 = !sizes && !segs && last ? flags0 : NCCL_WIN_COLL_SYMMETRIC;
     void *a = NULL, *b = NULL;
     if (segs) { /* two allocations back to back, 2 + 2 MiB (the last rank 2 + 4 MiB), one window over both */
       size_t s1 = last ? (4u << 20) : (2u << 20);
@@ -586,6 +603,8 @@ int main(int argc, char** argv) {
     else if (!strcmp(k, "--max-growth-kb")) max_growth_kb = atol(v);
     else if (!strcmp(k, "--faults")) fault_mask = (unsigned)strtoul(v, NULL, 0) & 0xf;
     else if (!strcmp(k, "--timeout")) timeout_s = atoi(v);
+    else if (!strcmp(k, "--after-fail")) after_fail = atoi(v);
+    else if (!strcmp(k, "--flags0")) flags0 = (int)strtol(v, NULL, 0);
     else { fprintf(stderr, "faults: unknown option %s\n", k); return 2; }
   }
   int one_ok = !strcmp(mode, "handle-swap") || !strcmp(mode, "hidden-revoke");
