@@ -156,13 +156,50 @@ static void note_first(const struct link_map* m, const char* name) {
 
 static __thread int busy;
 
-/* Called by the entry points with their arguments (v: 1 for dlvsym). Returns ncclguard's function, or
- * NULL: the entry point then jumps to the next dlsym/dlvsym with the caller's arguments. */
-__attribute__((used)) void* ng_dlsym_pick(void* handle, const char* name, const char* version, int v) {
+/* The answer "not found" (NULL, with dlerror set by a lookup that failed): the entry points return NULL
+ * without jumping. */
+#define NG_DLSYM_NULL ((void*)1)
+
+/* A lookup whose scope reaches ncclguard's own exports: RTLD_DEFAULT, the program's handle (dlopen(NULL):
+ * Python's ctypes.CDLL(None)), RTLD_NEXT from an object before ncclguard (the program, an earlier preload).
+ * For a name some NCCL versions lack, the indirect function (exports.c) answers NULL where the loaded NCCL
+ * lacks it; glibc then returns that NULL as a symbol found, with no error for dlerror() (ctypes takes
+ * dlerror()'s text for its AttributeError, and crashes on none). So such a lookup is answered here as
+ * without ncclguard's export: the next definition after ncclguard (ng_dl_sym(RTLD_NEXT) from inside it), or
+ * NULL with dlerror set by that failed lookup (its text names ncclguard as the object looked from). */
+static int reaches_exports(void* handle, const void* ra) {
+  if (handle == RTLD_DEFAULT || handle == (void*)_r_debug.r_map) return 1;
+  if (handle != RTLD_NEXT) return 0;
+  Dl_info di;
+  struct link_map *caller = NULL, *self = NULL;
+  if (!dladdr1(ra, &di, (void**)&caller, RTLD_DL_LINKMAP) || !caller) return 0;
+  if (!dladdr1((void*)&reaches_exports, &di, (void**)&self, RTLD_DL_LINKMAP) || !self) return 0;
+  for (struct link_map* m = caller->l_next; m; m = m->l_next)
+    if (m == self) return 1;
+  return 0;
+}
+static void* absent_export(void* handle, const char* name, const void* ra) {
+  if (!reaches_exports(handle, ra) || !ng_export_absent(name)) return NULL; /* glibc's answer stands */
+  void* r = ng_dl_sym(RTLD_NEXT, name); /* the last dl* call: dlerror() reads as it leaves it */
+  return r ? r : NG_DLSYM_NULL;
+}
+
+/* Called by the entry points with their arguments (v: 1 for dlvsym) and the caller's return address.
+ * Returns ncclguard's function, another answer, NG_DLSYM_NULL (return NULL), or NULL: the entry point then
+ * jumps to the next dlsym/dlvsym with the caller's arguments. */
+__attribute__((used)) void* ng_dlsym_pick(void* handle, const char* name, const char* version, int v, const void* ra) {
   ensure_init();
-  if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || !name) return NULL;
+  if (!name) return NULL;
   void* self = wrapper_of(name);
   if (!self || busy) return NULL;
+  if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || handle == (void*)_r_debug.r_map) {
+    /* dlvsym never finds ncclguard's exports (they carry no version): glibc's answer stands */
+    if (v) return NULL;
+    busy = 1;
+    void* a = absent_export(handle, name, ra);
+    busy = 0;
+    return a;
+  }
   busy = 1;
   void* answer = NULL;
   ng_init();
@@ -190,7 +227,10 @@ __attribute__((used)) void* ng_dlsym_pick(void* handle, const char* name, const 
  * the global scope and the entry points below are never called; ctypes.CDLL's attribute lookup then asks
  * this function, which answers as they would: ncclguard's function for a wrapped name on the handle of the
  * libnccl ncclguard forwards to, else NULL (keep glibc's answer). Every architecture. */
-NG_API void* ncclguard_handle_sym(void* handle, const char* name) { return ng_dlsym_pick(handle, name, NULL, 0); }
+NG_API void* ncclguard_handle_sym(void* handle, const char* name) {
+  if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || handle == (void*)_r_debug.r_map) return NULL;
+  return ng_dlsym_pick(handle, name, NULL, 0, NULL);
+}
 #endif /* !NG_NO_IFUNC */
 
 #ifdef NG_DLSYM_ASM
@@ -202,6 +242,7 @@ __asm__(".text\n"
         ".globl ng_dlsym_self\n.hidden ng_dlsym_self\n"
         "dlsym:\nng_dlsym_self:\n"
         ".cfi_startproc\n" NG_ENDBR
+        "movq (%rsp), %r8\n"
         "pushq %rdi\n.cfi_adjust_cfa_offset 8\n"
         "pushq %rsi\n.cfi_adjust_cfa_offset 8\n"
         "subq $8, %rsp\n.cfi_adjust_cfa_offset 8\n"
@@ -213,7 +254,10 @@ __asm__(".text\n"
         "popq %rdi\n.cfi_adjust_cfa_offset -8\n"
         "testq %rax, %rax\n"
         "jz 1f\n"
-        "ret\n"
+        "cmpq $1, %rax\n" /* NG_DLSYM_NULL */
+        "jne 2f\n"
+        "xorl %eax, %eax\n"
+        "2: ret\n"
         "1: jmp *ng_next_dlsym(%rip)\n"
         ".cfi_endproc\n"
         ".size dlsym, .-dlsym\n"
@@ -222,6 +266,7 @@ __asm__(".text\n"
         ".globl ng_dlvsym_self\n.hidden ng_dlvsym_self\n"
         "dlvsym:\nng_dlvsym_self:\n"
         ".cfi_startproc\n" NG_ENDBR
+        "movq (%rsp), %r8\n"
         "pushq %rdi\n.cfi_adjust_cfa_offset 8\n"
         "pushq %rsi\n.cfi_adjust_cfa_offset 8\n"
         "pushq %rdx\n.cfi_adjust_cfa_offset 8\n"
@@ -232,7 +277,10 @@ __asm__(".text\n"
         "popq %rdi\n.cfi_adjust_cfa_offset -8\n"
         "testq %rax, %rax\n"
         "jz 1f\n"
-        "ret\n"
+        "cmpq $1, %rax\n" /* NG_DLSYM_NULL */
+        "jne 2f\n"
+        "xorl %eax, %eax\n"
+        "2: ret\n"
         "1: jmp *ng_next_dlvsym(%rip)\n"
         ".cfi_endproc\n"
         ".size dlvsym, .-dlvsym\n");

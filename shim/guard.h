@@ -151,6 +151,9 @@ void* ng_glibc_fn(const char* name);
 /* The address of `name` defined by the loaded object at `base` whose dynamic section is `dynamic`
  * (link_map's l_addr and l_ld), read from its ELF tables; NULL if it does not define it. */
 void* ng_elf_sym(uintptr_t base, const void* dynamic, const char* name);
+/* 1 when `name` is one of the exports some NCCL versions lack (exports.c) and its indirect function answers
+ * NULL now (the loaded NCCL lacks it, or no NCCL is loaded): dlsym.c then answers such a lookup itself */
+int ng_export_absent(const char* name);
 /* String helpers for the code that runs while a sanitizer runtime starts (dlsym.c, elfsym.c): libc's
  * str* functions are intercepted there, and their interceptors are not ready yet. */
 static inline int ng_streq(const char* a, const char* b) {
@@ -534,7 +537,8 @@ enum {
                                       serves this registration from its live window */
   /* the window's layout, each as (x, -x): max and -min, so that after the max every rank knows whether all
    * ranks agree (x == -(-x)) and the range. The size travels exact as three 22-bit pieces, and in 4 KiB
-   * units (rounded up, at most 2^31 - 1) for the range the log names */
+   * units (rounded up, at most 2^31 - 1) for the range the log names; the flags (any int) as (x, ~x): ~x
+   * reverses the order as -x does (max(~x) = ~min(x)) and, unlike -INT_MIN, is defined for every value */
   NG_VOTE_SIZE_P0, NG_VOTE_SIZE_P1, NG_VOTE_SIZE_P2,
   NG_VOTE_NSIZE_P0, NG_VOTE_NSIZE_P1, NG_VOTE_NSIZE_P2,
   NG_VOTE_SIZE_4K, NG_VOTE_NSIZE_4K,

@@ -155,6 +155,9 @@ static void write_all(int fd, const char* s, size_t n) {
 }
 
 static void write_header(int fd);
+static void key(struct ng_line* l, const char* k);
+static void puts_(struct ng_line* l, const char* s);
+static void put_escaped(struct ng_line* l, const char* s, int json);
 
 static int get_fd(void) {
   int fd = __atomic_load_n(&log_fd, __ATOMIC_ACQUIRE);
@@ -182,12 +185,20 @@ static int get_fd(void) {
                           : err == ENOENT ? " (its directory does not exist: create it, or use ncclguard-run "
                                             "--log-dir DIR, which does)"
                                           : "";
+        /* one line as every other (the format asked for, the path escaped: it is the user's text) */
         char msg[PATH_MAX + 300];
-        int n = snprintf(msg, sizeof msg,
-                         "%s:%d:%ld [-1] NCCLGUARD WARN fn=log msg=\"cannot open NCCLGUARD_LOG_FILE %s: %s%s; "
-                         "logging to stderr\"\n",
-                         hostname(), (int)getpid(), (long)syscall(SYS_gettid), ng_cfg.log_file, strerror(err), why);
-        if (n > 0) write_all(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+        snprintf(msg, sizeof msg, "cannot open NCCLGUARD_LOG_FILE %s: %s%s; logging to stderr", ng_cfg.log_file,
+                 strerror(err), why);
+        struct ng_line l;
+        ng_line_begin(&l, NG_LOG_WARN, -1);
+        ng_kv_str(&l, "fn", "log");
+        key(&l, "msg");
+        puts_(&l, "\"");
+        put_escaped(&l, msg, l.json);
+        puts_(&l, "\"");
+        if (l.json) l.buf[l.len++] = '}';
+        l.buf[l.len++] = '\n';
+        write_all(2, l.buf, (size_t)l.len);
       }
     }
     __atomic_store_n(&log_fd, fd, __ATOMIC_RELEASE);

@@ -282,7 +282,7 @@ static void vote_fill(struct ng_vote* vt, const struct ng_regreq* r) {
   vt->v[NG_VOTE_SIZE_4K] = u;
   vt->v[NG_VOTE_NSIZE_4K] = -u;
   vt->v[NG_VOTE_WFLAGS] = r->flags;
-  vt->v[NG_VOTE_NWFLAGS] = -r->flags;
+  vt->v[NG_VOTE_NWFLAGS] = ~r->flags; /* ~x orders as -x does, and is defined for INT_MIN too */
   vt->v[NG_VOTE_SIZE_UNKNOWN] = sz == 0;
 }
 
@@ -292,7 +292,7 @@ static void vote_fill(struct ng_vote* vt, const struct ng_regreq* r) {
  * v2.28.9-1; 2.30.7 reserves the largest size among the ranks, lsaMaxSize). Unequal sizes that NCCL takes
  * are logged at INFO. */
 static int layout_check(struct ng_regreq* r, const int32_t* v, int sym) {
-  int flags_differ = v[NG_VOTE_WFLAGS] != -v[NG_VOTE_NWFLAGS];
+  int flags_differ = v[NG_VOTE_WFLAGS] != ~v[NG_VOTE_NWFLAGS];
   int sizes_differ = 0;
   if (!v[NG_VOTE_SIZE_UNKNOWN]) /* (where a rank cannot tell, NCCL decides, as without ncclguard) */
     for (int p = 0; p < 3; p++) sizes_differ |= v[NG_VOTE_SIZE_P0 + p] != -v[NG_VOTE_NSIZE_P0 + p];
@@ -305,7 +305,7 @@ static int layout_check(struct ng_regreq* r, const int32_t* v, int sym) {
     snprintf(msg, sizeof msg, "the ranks of communicator %p registered windows with different flags at step %d "
              "(from %d to %d; this rank, %d: flags=%d, size=%zu): NCCL does not exchange flags, and the ranks would "
              "fall out of step in its exchanges; a window symmetric on some ranks only is refused on every rank",
-             (void*)r->comm, r->seq, -v[NG_VOTE_NWFLAGS], v[NG_VOTE_WFLAGS], r->cv.rank, r->flags, r->size);
+             (void*)r->comm, r->seq, ~v[NG_VOTE_NWFLAGS], v[NG_VOTE_WFLAGS], r->cv.rank, r->flags, r->size);
   else
     snprintf(msg, sizeof msg, "the ranks of communicator %p registered windows in allocations of different sizes at "
              "step %d: from %.0f to %.0f bytes (4 KiB units; this rank, %d: window %zu bytes in an allocation of %zu)%s",
@@ -469,6 +469,8 @@ static ncclResult_t register_one(struct ng_regreq* r) {
   ncclResult_t res = ncclSuccess;
   for (int attempt = 0;; attempt++) {
     double t = ng_now_us();
+    if (r->win) *r->win = NULL; /* NCCL may succeed without writing it (2.28, no symmetric support and
+                                 * NCCL_LOCAL_REGISTER=0): ncclguard never reads the caller's old value */
     NG_CALL(res, ncclCommWindowRegister, r->comm, r->buff, r->size, r->win, r->flags);
     /* A nonblocking communicator may return ncclSuccess or ncclInProgress and finish in the
      * background: nothing else may be issued on it before ncclCommGetAsyncError says so. */
@@ -524,6 +526,7 @@ static void phase_register(struct ng_regreq* reqs, int n) {
     for (int i = 0; i < n; i++) {
       if (reqs[i].decision != NG_D_REGISTER) continue;
       ncclResult_t ri = r == ncclSuccess ? ncclInternalError : r;
+      if (r == ncclSuccess && reqs[i].win) *reqs[i].win = NULL; /* as in register_one */
       if (r == ncclSuccess) NG_CALL(ri, ncclCommWindowRegister, reqs[i].comm, reqs[i].buff, reqs[i].size,
                                     reqs[i].win, reqs[i].flags);
       reqs[i].result = ri;

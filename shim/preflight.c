@@ -7,6 +7,8 @@
  *   2.27             the allocation's base and size multiples of 2 MiB, buff + size (modulo 2^64) inside it;
  *   2.28+            (buffer - allocation base) a multiple of 4096; 2.28 checks no range;
  *   2.29             the range inside one allocation; 2.30+ any number of mapped VMM segments.
+ * It also says what NCCL places in the symmetric space (*alloc, voted: policy.c): the allocation on 2.27-2.29,
+ * the span of the range's segments on 2.30+.
  * None of these apply when the communicator has no symmetric support (rules.c): NCCL then
  * registers locally or answers with a NULL window, whatever the buffer - except on 2.27, which looks
  * the allocation up on every path (rules.all_paths, ng_cuda_is_allocation in policy.c). */
@@ -29,6 +31,25 @@ const char* ng_reason_name(int r) { return (unsigned)r < NG_NREASONS ? reasons[r
 int ng_reason_level(int r) { return (unsigned)r < NG_NREASONS ? reasons[r].level : NG_LOG_WARN; }
 /* NG_R_OK has no advice to give (its table text describes it for docs/LOG.md). */
 const char* ng_reason_advice(int r) { return (unsigned)r < NG_NREASONS && r != NG_R_OK ? reasons[r].advice : ""; }
+
+/* The size NCCL 2.30+ places for [p, p + size) in the symmetric space: the sizes of every segment (allocation)
+ * the range covers, summed from its first allocation [base, base + asize) on (ncclCuMemGetAddressRange,
+ * src/include/alloc.h at v2.30.3-1 to v2.30.7-1: the total it passes to symMemoryObtain, whose ncclSpaceAlloc
+ * places it; v2.30.7-1 reserves the largest total among the ranks). 0 when a segment cannot be read (NCCL
+ * fails there itself): the sizes are then not compared. Before 2.30 the allocation alone is placed (2.28
+ * looks up the first byte, 2.29 refuses a range past its allocation). */
+static size_t segments_span(uintptr_t p, size_t size, uintptr_t base, size_t asize) {
+  uintptr_t end = p + size, at = base + asize;
+  size_t span = asize;
+  for (int n = 0; at < end; n++) {
+    uintptr_t b = 0;
+    size_t s = 0;
+    if (n >= 4096 || ng_cuda_addr_range((const void*)at, &b, &s) || !s || b + s <= at) return 0;
+    span += s;
+    at = b + s;
+  }
+  return span;
+}
 
 int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* facts, size_t* alloc) {
   *alloc = 0;
@@ -66,6 +87,8 @@ int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* 
       const void* last = (const char*)buff + (size - 1);
       if (wraps || ng_cuda_ptr_device(last, &last_dev, &last_ord) || !ng_cuda_is_vmm(last))
         *facts |= 1u << NG_R_OUT_OF_RANGE;
+      else
+        *alloc = segments_span(p, size, base, asize); /* what 2.30 places: every segment's size */
     }
   }
   for (int r = 1; r < NG_NREASONS; r++)

@@ -74,10 +74,13 @@ static int npool;
 static struct pool_ent* spill;
 static int nspill, capspill;
 
-/* With the lock held: into the pool, else onto the spill list (freed by the next drain). */
+/* With the lock held: into the pool, else onto the spill list (freed by the next drain). Resources of a
+ * communicator whose device was never learnt (-1) are never handed out (ng_reg_pool_take): kept in the pool
+ * they would hold its slots for good, so they are freed (res_free: their host memory; nothing of theirs
+ * lives in a context ncclguard knows). */
 static void pool_add_locked(int dev, const struct ng_agree_res* res) {
   if (!res->s && !res->buf && !res->host) return;
-  if (npool < NG_POOL) {
+  if (npool < NG_POOL && dev >= 0) {
     pool[npool++] = (struct pool_ent){dev, *res};
     return;
   }
@@ -358,7 +361,7 @@ void ng_reg_res_release(ncclComm_t comm, uint64_t gen, int dev, const struct ng_
     int gone = ng_comm_gone(&e->v);
     if (!gone) e->agree = *res;
     else pool_add_locked(e->v.dev, res); /* the pool hands out idle resources only (a device never
-                                            learnt, -1: kept, never handed out) */
+                                            learnt, -1: freed) */
     if (gone) memset(&e->agree, 0, sizeof e->agree);
     if (e->evict_pending) {
       HASH_DEL(comms, e);
@@ -381,7 +384,7 @@ void ng_reg_comm_tombstone(ncclComm_t comm, int state) {
      * (one stream and a few KB per communicator were leaked before: a thread per stream too). */
     /* A round in flight keeps them: ng_reg_res_release hands them on when it ends. */
     if (!e->agree_in_use) {
-      /* (a device never learnt, -1: kept there too, never handed out) */
+      /* (a device never learnt, -1: freed instead) */
       pool_add_locked(e->v.dev, &e->agree);
       memset(&e->agree, 0, sizeof e->agree); /* owned by the pool (or its spill list) now */
     }

@@ -206,6 +206,8 @@ NG_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t s
                 !comm ? ng_reason_advice(NG_R_NULL_COMM) : "invalid communicator or handle pointer");
     return ncclInvalidArgument;
   }
+  /* a call of ncclguard's still blocked inside NCCL on it: not a second call at once (as ncclDevCommCreate) */
+  if (cv.stuck > 0) return ng_refuse_stuck("ncclCommRegister", comm, t0, ncclInvalidUsage);
   NG_CALL(res, ncclCommRegister, comm, buff, size, handle);
   if (res == ncclSuccess && *handle) ng_reg_buf_add(*handle, comm, buff, size);
   ng_log_passed("ncclCommRegister", comm, res, t0, 1);
@@ -241,13 +243,16 @@ NG_OPT_API ncclResult_t NG_OPT(ncclDevCommCreate)(ncclComm_t comm, struct ncclDe
     return res;
   }
   struct ng_commview cv;
-  if (!comm) {
+  ng_reg_comm_get(comm, &cv);
+  /* answered as a window registration on it is (ng_check_reg_args): no communicator, one destroyed or being
+   * aborted (NCCL would use freed memory), one ncclguard stopped (revoked: its windows are not agreed) */
+  int why = !comm ? NG_R_NULL_COMM : ng_comm_gone(&cv) || cv.aborting ? NG_R_COMM_DESTROYED
+          : cv.broken && !cv.stuck ? NG_R_COMM_BROKEN : NG_R_OK;
+  if (why != NG_R_OK) {
     ng_stat_add(NG_ST_ERRORS, 1);
-    ng_log_call(NG_LOG_WARN, "ncclDevCommCreate", comm, ncclInvalidArgument, t0, NG_D_ERROR, NG_R_NULL_COMM,
-                ng_reason_advice(NG_R_NULL_COMM));
+    ng_log_call(NG_LOG_WARN, "ncclDevCommCreate", comm, ncclInvalidArgument, t0, NG_D_ERROR, why, ng_reason_advice(why));
     return ncclInvalidArgument;
   }
-  ng_reg_comm_get(comm, &cv);
   if (cv.stuck > 0) return ng_refuse_stuck("ncclDevCommCreate", comm, t0, ncclInvalidUsage);
   if (cv.ndegraded > 0) {
     /* Device code reads windows unchecked (docs/PYTORCH.md §3): a NULL window there is an illegal address. */

@@ -63,6 +63,18 @@ if grep -q "cannot open NCCLGUARD_LOG_FILE $T/nodir/x.log: No such file or direc
    && ! grep -q 'symbolic link' "$T/nodir.out"; then pass log-file-missing-dir-named
 else fail log-file-missing-dir-named "$(grep 'cannot open' "$T/nodir.out")"; fi
 
+# ... and its path, the user's text, is escaped as every logged value is: a quote in it does not end the
+# message, and in NCCLGUARD_LOG_FORMAT=json the line is JSON that names the path exactly
+bad="$T/no\"such\\dir/x.log"
+timeout 60 env NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$bad" LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" \
+  "$PROGS/ngtest" -n 1 -m thread --no-allreduce >"$T/esc.out" 2>&1
+timeout 60 env NCCLGUARD_LOG=info NCCLGUARD_LOG_FORMAT=json NCCLGUARD_LOG_FILE="$bad" LD_LIBRARY_PATH="$FAKE" \
+  LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" "$PROGS/ngtest" -n 1 -m thread --no-allreduce >"$T/escj.out" 2>&1
+if grep -qF "msg=\"cannot open NCCLGUARD_LOG_FILE $T/no\\\"such\\\\dir/x.log: No such file" "$T/esc.out" \
+   && grep 'cannot open' "$T/escj.out" | python3 -c 'import json, sys; d = json.loads(sys.stdin.readline()); assert d["fn"] == "log" and sys.argv[1] + ":" in d["msg"], d' "$bad"; then
+  pass log-file-unopenable-path-escaped
+else fail log-file-unopenable-path-escaped "$(grep 'cannot open' "$T/esc.out" "$T/escj.out")"; fi
+
 # --- a REAL libnccl, loaded RTLD_LOCAL (docs/PYTORCH.md §2) -------------------------------------
 REALNCCL=""
 for d in ${NCCL_REAL_LIB:-} /usr/local/cuda/lib /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
@@ -137,13 +149,36 @@ if [ -x "$B/real/main_local" ] && [ -n "$REALNCCL" ]; then
   withg=$(LD_LIBRARY_PATH="$R:$REALNCCL" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_DISABLE=1 NCCLGUARD_LOG=trace \
           timeout 60 "$R/main_local" "$R/libnccluser.so" 2>"$T/dis.log")
   [ "$withg" = "$bare" ] && [ ! -s "$T/dis.log" ] && pass disable-pass-through || fail disable-pass-through "$withg / $bare $(cat "$T/dis.log")"
+  # feature detection against this real libnccl (tests/progs/featroutes.c): each wrapped name the library has
+  # (bare, RTLD_GLOBAL) is ncclguard's by dlsym(RTLD_DEFAULT), dlsym(RTLD_NEXT) and dlsym(handle), the library
+  # loaded RTLD_GLOBAL or RTLD_LOCAL; each it lacks (2.28.9: ncclCommGrow, ncclCommSuspend, ncclCommResume)
+  # is NULL by every route, also when asked before the library is loaded, as without ncclguard
+  has=$(LD_LIBRARY_PATH="$REALNCCL" timeout 60 "$PROGS/featroutes" global "$REALNCCL/libnccl.so.2" 2>&1 | sed -n 's/^ROUTE default //p')
+  wrapped=$(sed -n '/global:/,/local:/p' "$NG_ROOT/shim/ncclguard.map" | grep -o 'nccl[A-Z][A-Za-z]*' | tr '\n' ' ')
+  bad=""
+  for m in before global local; do
+    got=$(LD_LIBRARY_PATH="$REALNCCL" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" timeout 60 "$PROGS/featroutes" $m "$REALNCCL/libnccl.so.2" 2>&1)
+    bad="$bad$(echo "$got" | awk -v m=$m -v has="$has" -v wrapped="$wrapped" '
+      BEGIN { n = split(has, h, " "); for (i = 1; i <= n; i++) { split(h[i], kv, "="); nccl[kv[1]] = kv[2] == "nccl" }
+              n = split(wrapped, w, " "); for (i = 1; i <= n; i++) isw[w[i]] = 1 }
+      $1 == "ROUTE" && $2 !~ /^v/ { split($3, kv, "="); if (!isw[kv[1]]) next; seen++
+        want = nccl[kv[1]] ? "guard" : "absent"
+        if (m == "before" && $2 != "default_after" && kv[1] !~ /^ncclComm(InitRank|InitRankConfig|InitAll|Split|Finalize|Destroy|Abort|Register|Deregister)$|^ncclGroup(Start|End)$|^ncclMemAlloc$/) want = "absent"
+        if (m == "before" && $2 != "default_after" && want == "absent") { if (kv[2] != "absent") print m ":" $0 " "; next }
+        if (kv[2] != want) print m ":" $0 " (want " want ") " }
+      END { if (seen < 20) print m ": only " seen " answers " }')"
+  done
+  sus=$(echo "$has" | tr ' ' '\n' | grep '^ncclCommSuspend=')
+  [ -n "$has" ] && [ -z "$bad" ] && pass "real-nccl-feature-detection-every-route ($sus)" \
+    || fail real-nccl-feature-detection-every-route "bare: $has | $bad"
 else
   fail real-nccl-rtld-local "no real libnccl.so.2 found (CUDA toolkit) - cannot test resolution"
 fi
 
-# --- no libnccl in the process at all: clean errors, no crash ----------------------------------
+# --- no libnccl in the process at all: clean errors, no crash; the names only some NCCL versions have are
+# not found (-1), as without ncclguard ------------------------------------------------------------------------
 out=$(env LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" timeout 30 "$B/real/no_nccl" 2>"$T/nonccl.log"); rc=$?
-[ $rc = 0 ] && [ "$out" = "init=5 register=5 deregister=5 destroy=5 groupstart=5 groupend=5" ] \
+[ $rc = 0 ] && [ "$out" = "init=5 register=-1 deregister=-1 destroy=5 groupstart=5 groupend=5" ] \
   && has "$T/nonccl.log" 'cannot find the real ncclCommInitRank.*NCCLGUARD_NCCL_LIB' \
   && pass missing-nccl-clean-error || fail missing-nccl-clean-error "rc=$rc out=$out $(head -3 "$T/nonccl.log")"
 

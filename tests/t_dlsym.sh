@@ -47,6 +47,66 @@ out=$(NCCLGUARD_DLSYM=0 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/off.%p.log" fa
 crashed $rc && ! lhas off 'fn=ncclCommWindowRegister' && pass dlsym-off-restores-bypass || fail dlsym-off-restores-bypass "$(why off)"
 unset FAKE_NCCL_VERSION
 
+# --- feature detection, by every route a program asks "does the loaded NCCL have X" (shim/exports.c,
+# shim/dlsym.c): against the fake of each release ($B/fake-rel/CODE, which exports only what that release has:
+# tests/fake/releases.txt), each route answers under ncclguard what the release has: ncclguard's function where
+# it has a wrapped name, NULL where it lacks it (also before any libnccl is loaded), NCCL's own for the rest;
+# bare, each route that sees the library answers the release's names. Routes: a weak reference of a program
+# linked against libnccl, dlsym(RTLD_DEFAULT), dlsym(RTLD_NEXT), dlsym on libnccl's handle, dlvsym on both (the
+# release's fake with a version node), each with libnccl linked, loaded RTLD_GLOBAL, RTLD_LOCAL, or not loaded
+# yet; Python's ctypes.CDLL(None) and ctypes.CDLL(libnccl) (a missing name an AttributeError, never a crash) ---
+wrapped=$(sed -n '/global:/,/local:/p' "$NG_ROOT/shim/ncclguard.map" | grep -o 'nccl[A-Z][A-Za-z]*' | tr '\n' ' ')
+# expect MODE CODE GUARDED: reads featroutes' lines, prints "KEY got want" for each answer that differs from
+# what the release has (KEY = MODE:ROUTE), and "KEY seen N" per route (N names answered: 14 unless the
+# program died on the way)
+expect() {
+  awk -v mode="$1" -v v="$2" -v g="$3" -v wrapped="$wrapped" -v table="$NG_ROOT/tests/fake/releases.txt" '
+    BEGIN { while ((getline l < table) > 0) if (l !~ /^#/ && split(l, f) >= 2) first[f[1]] = f[2] + 0
+            n = split(wrapped, w, " "); for (i = 1; i <= n; i++) isw[w[i]] = 1 }
+    $1 == "ROUTE" {
+      r = $2; split($3, kv, "="); name = kv[1]; got = kv[2]
+      has = !(name in first) || first[name] <= v + 0
+      m = mode; sub(/^py-/, "", m); ver = mode == "global" || mode == "local"
+      if (r ~ /^v/) vis = ver && (r == "vhandle" || m == "global")
+      else if (m == "linked" || m == "global" || r == "default_after") vis = 1
+      else if (m == "before") vis = 0
+      else vis = r == "handle"
+      want = has && vis ? "nccl" : "absent"
+      if (g && has && isw[name] && r != "vdefault" && (r != "vhandle" || vis)) {
+        if (m == "before" && r != "default_after") want = (name in first) ? "absent" : "guard"
+        else want = "guard"
+      }
+      if (got != want) print mode ":" r " " name "=" got " (want " want ")"
+      seen[mode ":" r]++
+    }
+    END { for (k in seen) print k " seen " seen[k] }'
+}
+FR=$B/fake-rel
+: >"$T/feat.diff"
+for code in $(ls "$FR" | grep -E '^[0-9]+$'); do
+  L="$FR/$code"
+  for gd in 0 1; do
+    pre=""; [ $gd = 1 ] && pre="${NG_PRELOAD_PREFIX:-}$SHIM"
+    run() { env LD_LIBRARY_PATH="$L:$FAKE" ${pre:+LD_PRELOAD="$pre"} timeout -k 2 "$NG_TIMEOUT" "$@" 2>&1; }
+    { run "$PROGS/featroutes_linked" | expect linked "$code" $gd
+      run "$PROGS/featroutes" before "$L/libnccl.so.2" | expect before "$code" $gd
+      run "$PROGS/featroutes" global "$L/libnccl-versioned.so.2" | expect global "$code" $gd
+      run "$PROGS/featroutes" local "$L/libnccl-versioned.so.2" | expect local "$code" $gd
+      if [ "${NG_VARIANT:-plain}" = plain ] && "$PY" -c 'import ctypes' 2>/dev/null; then
+        for m in before global local; do run "$PY" "$NG_ROOT/tests/progs/featroutes.py" $m "$L/libnccl.so.2" | expect py-$m "$code" $gd; done
+      fi
+    } | sed "s/^/$code $([ $gd = 1 ] && echo ncclguard || echo bare) /" >>"$T/feat.diff"
+  done
+done
+for key in $(awk '$4 == "seen" {print $3}' "$T/feat.diff" | sort -u); do
+  bad=$(awk -v k="$key" '$3 == k && ($4 != "seen" || $5 != 14)' "$T/feat.diff")
+  nrel=$(awk -v k="$key" '$3 == k && $4 == "seen" {print $1}' "$T/feat.diff" | sort -u | wc -l)
+  [ -z "$bad" ] && [ "$nrel" -ge 8 ] && pass "feature-route-$(echo "$key" | tr ':_' '--') ($nrel releases)" \
+    || fail "feature-route-$(echo "$key" | tr ':_' '--')" "$nrel releases; $(echo "$bad" | head -4 | tr '\n' ';')"
+done
+n=$(awk '$4 == "seen" {print $3}' "$T/feat.diff" | sort -u | wc -l)
+[ "$n" -ge 16 ] && pass "feature-routes-all-ran ($n)" || fail feature-routes-all-ran "only $n routes answered: $(head -3 "$T/feat.diff")"
+
 # --- a communicator made through the handle: ncclguard sees the init and the registration --------------------
 g init "$DH" "$NCCL" init
 [ $rc = 0 ] && echo "$out" | grep -q 'RESULT init uid=0 init=0 alloc=0 reg=0 win=set dereg=0 destroy=0' \

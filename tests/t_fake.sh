@@ -136,6 +136,28 @@ for f in cuMemAlloc_v2 cuMemFree_v2 cuMemGetAddressRange_v2 cuStreamDestroy_v2 c
 done >>"$T/sym.log"
 [ $ok = 1 ] && pass $n || fail $n "$(cat "$T/sym.log")"
 
+# the fake of each release (README.md "One release's fake"): exactly the fake's names less those the release
+# lacks by tests/fake/releases.txt (both symbols of each, and none of a name it lacks), its version code its own
+# whatever FAKE_NCCL_VERSION says, and the versioned copy the same names under NCCL_FAKE
+n=fake_release_exports
+ok=1
+nmd "$FAKE/libnccl.so.2" | awk '{print $2}' | sort >"$T/rel.all"
+printf '#include <stdio.h>\nint ncclGetVersion(int*);\nint main(void){int v=0;ncclGetVersion(&v);printf("%%d",v);return 0;}\n' >"$T/ver.c"
+for d in "$B"/fake-rel/[0-9]*; do
+  code=$(basename "$d")
+  awk -v v="$code" '!/^#/ && NF >= 2 && $2 + 0 > v + 0 {print $1; print "p" $1}' "$NG_ROOT/tests/fake/releases.txt" | sort >"$T/rel.lacks"
+  comm -23 "$T/rel.all" "$T/rel.lacks" >"$T/rel.want"
+  nmd "$d/libnccl.so.2" | awk '{print $2}' | sort >"$T/rel.got"
+  nm -D --defined-only "$d/libnccl-versioned.so.2" | awk '$3 ~ /@@NCCL_FAKE$/ {sub(/@@NCCL_FAKE$/, "", $3); print $3}' | sort >"$T/rel.gotv"
+  cmp -s "$T/rel.got" "$T/rel.want" || { ok=0; echo "$code exports: $(comm -3 "$T/rel.got" "$T/rel.want" | tr '\n' ' ')"; }
+  cmp -s "$T/rel.gotv" "$T/rel.want" || { ok=0; echo "$code versioned exports differ"; }
+  v=$(${CC:-cc} "$T/ver.c" -o "$T/ver" -L"$d" -l:libnccl.so.2 -Wl,-rpath-link,"$FAKE" 2>&1 \
+      && FAKE_NCCL_VERSION=22703 LD_LIBRARY_PATH="$d:$FAKE" "$T/ver")
+  [ "$v" = "$code" ] || { ok=0; echo "$code: ncclGetVersion says $v"; }
+done >"$T/rel.log"
+nrel=$(ls -d "$B"/fake-rel/[0-9]* | wc -l)
+[ $ok = 1 ] && [ "$nrel" -ge 8 ] && pass "$n ($nrel releases)" || fail $n "$(head -5 "$T/rel.log")"
+
 # ---- the collective-matching checker (README.md "Collective matching"); these commands point
 # FAKE_NCCL_MISMATCH_FILE at files of their own (the runner's stays empty) ----
 # mm NAME [ENV=VAL ...] -- ARGS...: run the selftest with its own mismatch file $T/NAME.mm

@@ -410,6 +410,46 @@ out=$(FAKE_NCCL_VERSION=23007 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/lay-2300
   && [ "$(logs lay-23007 | grep -c 'INFO fn=layout .*NCCL 2.30.7+ reserves the largest')" = 2 ] \
   && ! lhas lay-23007 'decision=(degrade|error)' \
   && pass layout-sizes-2.30.7-registered-info || fail layout-sizes-2.30.7-registered-info "$(why lay-23007)"
+# a window over two allocations mapped back to back (PyTorch's expandable segments), 2 + 2 MiB on one rank and
+# 2 + 4 MiB on the other: 2.30.0-2.30.6 place the span of the segments (4 vs 6 MiB: later windows apart,
+# garbage, silently), so ncclguard refuses it on every rank; 2.28 places the first allocation (2 MiB on both:
+# registered); 2.30.7 reserves the largest span (registered, INFO)
+out=$(FAKE_NCCL_VERSION=23004 bare_run "$L" layout-segments --timeout 20 2>/dev/null); rc=$?
+[ "$(echo "$out" | grep -c 'RESULT fail .*sum=wrong')" -ge 1 ] && pass "layout-segments-2.30.4-wrong-data-without" \
+  || fail "layout-segments-2.30.4-wrong-data-without" "rc=$rc $(echo "$out" | grep RESULT | tr '\n' ' ')"
+out=$(FAKE_NCCL_VERSION=23004 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/lays.%p.log" fake_run "$L" layout-segments --timeout 20 2>/dev/null); rc=$?
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*win0=null .*win1=set .*sum=ok')" = 2 ] \
+  && [ "$(logs lays | grep -c 'seq=0 .*decision=degrade reason=layout_mismatch')" = 2 ] \
+  && [ "$(logs lays | grep -c 'fn=layout msg="the ranks of communicator .* different sizes at step 0: from 4194304 to 6291456 bytes')" = 2 ] \
+  && pass "layout-segments-2.30.4-span-refused-every-rank" || fail "layout-segments-2.30.4-span-refused-every-rank" "$(why lays)"
+for v in 22809 23007; do
+  out=$(FAKE_NCCL_VERSION=$v NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/lays-$v.%p.log" fake_run "$L" layout-segments --timeout 20 2>/dev/null); rc=$?
+  [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*win0=set .*win1=set .*sum=ok')" = 2 ] \
+    && ! lhas lays-$v 'decision=(degrade|error)' && { [ $v = 23007 ] || ! lhas lays-$v 'fn=layout'; } \
+    && pass "layout-segments-$v-registered" || fail "layout-segments-$v-registered" "$(why lays-$v)"
+done
+# *win never read where NCCL did not write it: 2.28 without symmetric support and NCCL_LOCAL_REGISTER=0 returns
+# success and leaves *win as it was (the fake: nccl_reg.c, skip 3; NCCL source at v2.28.9-1, src/dev_runtime.cc
+# ncclCommWindowRegister); a caller whose *win holds garbage gets it back alone, NULL under ncclguard (its
+# garbage neither logged, nor recorded as a window, nor given to ncclCommWindowDeregister)
+gw="FAKE_NCCL_VERSION=22809 NCCL_LOCAL_REGISTER=0 FAKE_NCCL_NO_SYMMETRIC=1"
+out=$(export $gw; bare_run "$L" win-garbage --timeout 20 2>/dev/null); rc=$?
+[ "$(echo "$out" | grep -c 'RESULT ok .*reg=ncclSuccess win=garbage')" = 2 ] && pass win-untouched-2.28-no-symmetric-without \
+  || fail win-untouched-2.28-no-symmetric-without "rc=$rc $(echo "$out" | grep RESULT | tr '\n' ' ')"
+out=$(export $gw; FAKE_NCCL_TRACE=1 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/wg.%p.log" fake_run "$L" win-garbage --timeout 20 2>&1); rc=$?
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*reg=ncclSuccess win=null')" = 2 ] \
+  && ! lhas wg 'win=0x5a5a5a5a5a5a5a50' && ! echo "$out" | grep -q 'Deregister(.*0x5a5a5a5a5a5a5a50' \
+  && pass win-untouched-never-read-caller-garbage || fail win-untouched-never-read-caller-garbage "$(why wg)"
+# a communicator ncclguard stopped (the early rank: revoked at NCCLGUARD_TIMEOUT) or whose first round it left
+# inside NCCL (the late rank: stuck): ncclDevCommCreate is answered as a window registration there is (not
+# passed to NCCL), and ncclCommRegister is not a second call at once on the stuck one
+out=$(FAKE_NCCL_VERSION=22809 NCCLGUARD_TIMEOUT=2 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/aft.%p.log" fake_run "$L" late --late 4 \
+      --timeout 25 --after-fail 1 2>/dev/null); rc=$?
+[ "$(echo "$out" | grep -c 'AFTER rank=[01] breg=ncclInvalidUsage devcomm=ncclInvalid')" = 2 ] \
+  && [ "$(logs aft | grep -c 'fn=ncclDevCommCreate .*decision=error reason=comm_broken')" = 2 ] \
+  && lhas aft 'fn=ncclCommRegister .*decision=error reason=comm_broken msg="a call ncclguard made on this communicator is still blocked' \
+  && ! lhas aft 'fn=ncclDevCommCreate .*decision=pass' \
+  && pass devcomm-and-buffer-registration-refused-on-stopped-comm || fail devcomm-and-buffer-registration-refused-on-stopped-comm "$(why aft)"
 # flags (symmetric on some ranks only): refused on every rank, on every version
 for v in 22703 22809 23007; do
   out=$(FAKE_NCCL_VERSION=$v NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/layf-$v.%p.log" fake_run "$L" layout-flags --timeout 20 2>/dev/null); rc=$?
@@ -418,6 +458,14 @@ for v in 22703 22809 23007; do
     && [ "$(logs layf-$v | grep -c 'different flags at step 0')" = 2 ] \
     && pass "layout-flags-mismatch-$v-refused-every-rank" || fail "layout-flags-mismatch-$v-refused-every-rank" "$(why layf-$v)"
 done
+# flags of INT_MIN on the last rank (a vote's (x, -x) pair would negate it: undefined, and in practice -INT_MIN
+# wraps to INT_MIN, so the ranks would seem to agree): refused on every rank like any other difference
+out=$(FAKE_NCCL_VERSION=22809 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/laym.%p.log" fake_run "$L" layout-flags --flags0 -2147483648 \
+      --timeout 20 2>&1); rc=$?
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*win0=null .*win1=set .*sum=ok')" = 2 ] \
+  && [ "$(logs laym | grep -c 'seq=0 .*decision=degrade reason=layout_mismatch')" = 2 ] \
+  && [ "$(logs laym | grep -c 'different flags at step 0 (from -2147483648 to 1')" = 2 ] \
+  && pass layout-flags-int-min-refused-every-rank || fail layout-flags-int-min-refused-every-rank "$(why laym)"
 # NCCLGUARD_ON_FAILURE=error: the same refusal as an error on every rank
 out=$(FAKE_NCCL_VERSION=22809 NCCLGUARD_ON_FAILURE=error NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/laye.%p.log" fake_run "$L" layout-sizes --timeout 20 2>/dev/null); rc=$?
 [ "$(echo "$out" | grep -c 'RESULT fail .*reg0=ncclInvalidArgument win0=null .*win1=set .*sum=ok')" = 2 ] \

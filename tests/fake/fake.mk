@@ -62,6 +62,30 @@ $(BUILD)/fake-versioned/libnccl.so.2: $(FAKE_NCCL_SRC) $(FAKE_NCCL_HDR) $(FAKE_D
 	$(CC) $(FAKE_CFLAGS) -shared -Wl,-soname,libnccl.so.2 -Wl,--version-script=tests/fake/versioned.map -Wl,-z,defs \
 	  -o $@ $(FAKE_NCCL_SRC) -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt -ldl
 
+# The fake NCCL of single releases (tests/fake/README.md, "One release's fake"): the same objects, linked with
+# the release's version code (tests/fake/release.c) and a version script without the names that release lacks
+# (tests/fake/releases.txt); libnccl.so.2 as NCCL exports, libnccl-versioned.so.2 the same under the version
+# node NCCL_FAKE (dlvsym). Run with LD_LIBRARY_PATH=$(BUILD)/fake-rel/CODE:$(BUILD)/fake.
+FAKE_REL_DIR = $(BUILD)/fake-rel
+FAKE_RELEASES = 22105 22203 22606 22703 22803 22809 22903 23007
+FAKE_REL_OBJ = $(FAKE_NCCL_SRC:tests/fake/%.c=$(FAKE_REL_DIR)/obj/%.o)
+FAKE_REL_OUT = $(foreach v,$(FAKE_RELEASES),$(FAKE_REL_DIR)/$(v)/libnccl.so.2 $(FAKE_REL_DIR)/$(v)/libnccl-versioned.so.2)
+testbins: $(FAKE_REL_OUT)
+$(FAKE_REL_DIR)/obj/%.o: tests/fake/%.c | check-nccl-header
+	@mkdir -p $(dir $@)
+	$(CC) $(FAKE_CFLAGS) -MMD -MP -c $< -o $@
+$(FAKE_REL_DIR)/%/exports.map $(FAKE_REL_DIR)/%/versioned.map: tests/fake/releases.txt tests/fake/release_map.sh
+	@mkdir -p $(dir $@)
+	sh tests/fake/release_map.sh $* >$(FAKE_REL_DIR)/$*/exports.map
+	sh tests/fake/release_map.sh $* NCCL_FAKE >$(FAKE_REL_DIR)/$*/versioned.map
+$(FAKE_REL_DIR)/%/libnccl.so.2: $(FAKE_REL_OBJ) tests/fake/release.c $(FAKE_REL_DIR)/%/exports.map $(FAKE_DIR)/libcuda.so.1
+	$(CC) $(FAKE_CFLAGS) -DFAKE_RELEASE=$* -shared -Wl,-soname,libnccl.so.2 -Wl,--version-script=$(FAKE_REL_DIR)/$*/exports.map \
+	  -Wl,-z,defs -o $@ $(FAKE_REL_OBJ) tests/fake/release.c -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt -ldl
+$(FAKE_REL_DIR)/%/libnccl-versioned.so.2: $(FAKE_REL_OBJ) tests/fake/release.c $(FAKE_REL_DIR)/%/versioned.map $(FAKE_DIR)/libcuda.so.1
+	$(CC) $(FAKE_CFLAGS) -DFAKE_RELEASE=$* -shared -Wl,-soname,libnccl.so.2 -Wl,--version-script=$(FAKE_REL_DIR)/$*/versioned.map \
+	  -Wl,-z,defs -o $@ $(FAKE_REL_OBJ) tests/fake/release.c -L$(FAKE_DIR) -l:libcuda.so.1 -lpthread -lrt -ldl
+.PRECIOUS: $(FAKE_REL_DIR)/%/exports.map $(FAKE_REL_DIR)/%/versioned.map $(FAKE_REL_DIR)/obj/%.o
+
 $(FAKE_DIR)/libcuda.so: $(FAKE_DIR)/libcuda.so.1
 	@ln -sf libcuda.so.1 $@
 $(FAKE_DIR)/libcudart.so: $(FAKE_DIR)/libcudart.so.13

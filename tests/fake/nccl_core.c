@@ -60,10 +60,14 @@ long long fn_param(const char *name, long long dflt)
   return v;
 }
 
+/* The fake of one release (tests/fake/release.c, linked into $(BUILD)/fake-rel/CODE/) defines it: that
+ * release's code, and FAKE_NCCL_VERSION is not read */
+__attribute__((weak)) int fake_release; /* not const: the compiler must not fold the weak value */
+
 int fn_version(void)
 {
   static int v;
-  if (!v) v = fn_env_int("FAKE_NCCL_VERSION", NCCL_VERSION_CODE);
+  if (!v) v = fake_release ? fake_release : fn_env_int("FAKE_NCCL_VERSION", NCCL_VERSION_CODE);
   return v;
 }
 

@@ -1,7 +1,9 @@
 /* faults: window registration under faults, one process per rank (fork), rank r on GPU r % ndev.
  * The same source runs against the fakes (CI) and a real NCCL (tests/gpu/run).
  *
- *   faults late [-n N] --late SEC      the last rank reaches the registration SEC seconds late
+ *   faults late [-n N] --late SEC      the last rank reaches the registration SEC seconds late (--after-fail 1:
+ *                                       after a failed registration, ncclCommRegister and ncclDevCommCreate on
+ *                                       that communicator: "AFTER rank=R breg=.. devcomm=..")
  *   faults abort --abort-ms MS          rank 0 registers while the last rank never comes; a
  *                                       watchdog thread of rank 0 aborts its communicator after MS
  *   faults many --windows K             K windows registered in one ncclGroupStart/End
@@ -33,7 +35,12 @@
  *                                       register 2 MiB; step 1: every rank 2 MiB; then an all-reduce on the
  *                                       step-1 window (RESULT fail: wrong sum or a failed call)
  *   faults layout-flags                 the same, step 0 with the same size but flags 0 on the last rank
- *                                       (NCCL_WIN_COLL_SYMMETRIC on the others)
+ *                                       (NCCL_WIN_COLL_SYMMETRIC on the others; --flags0 N: N instead of 0)
+ *   faults layout-segments              the same, step 0 a window over two allocations mapped back to back:
+ *                                       2 + 2 MiB, the last rank 2 + 4 MiB (PyTorch's expandable segments);
+ *                                       the first allocation is 2 MiB everywhere (not in the header-free build)
+ *   faults win-garbage [-n N]           *win filled with garbage before a registration of an ncclMemAlloc buffer,
+ *                                       then what the call left there ("garbage", "set", "null")
  *   faults handle-swap [-n N]           (N >= 1) a window given to ncclCommDeregister and a buffer registration's
  *                                       handle to ncclCommWindowDeregister, then each to its own function
  * Every rank prints "RESULT rank=R ..." lines; the parent exits 124 if a rank is still running after
@@ -44,6 +51,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +60,9 @@
 #include <unistd.h>
 
 #include "common.h"
+#ifndef NG_HEADERFREE
+#include <cuda.h>
+#endif
 
 struct shared {
   volatile int gen;         /* unique id generation */
@@ -64,6 +75,8 @@ static int nranks = 2, windows = 1000, cycles = 100, timeout_s = 60, abort_ms = 
 static double late_s = 4;
 static unsigned seed = 1, fault_mask = 0xf;
 static long max_growth_kb = -1;
+static int after_fail; /* late: a buffer registration and a device communicator after a failed registration */
+static int flags0;     /* layout-flags: the last rank's flags at step 0 */
 
 static void share_id(int rank, int gen) {
   /* rank 0 publishes id generation `gen`; the others wait for it */
@@ -73,6 +86,52 @@ static void share_id(int rank, int gen) {
   } else {
     while (__atomic_load_n(&sh->gen, __ATOMIC_ACQUIRE) < gen) usleep(200);
   }
+}
+
+/* A buffer made of two CUDA VMM allocations of s0 and s1 bytes mapped back to back in one reserved range
+ * (what PyTorch's expandable segments make), on the current device; NULL if the driver cannot. The driver
+ * is looked up at run time (libcuda.so.1): the program links only the CUDA runtime. Never freed. */
+static void* two_segments(size_t s0, size_t s1) {
+#ifdef NG_HEADERFREE
+  (void)s0, (void)s1;
+  return NULL;
+#else
+  void* h = dlopen("libcuda.so.1", RTLD_NOW);
+  if (!h) return NULL;
+  CUresult (*reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) =
+      (CUresult(*)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long))dlsym(h, "cuMemAddressReserve");
+  CUresult (*create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long) =
+      (CUresult(*)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long))dlsym(h, "cuMemCreate");
+  CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) =
+      (CUresult(*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long))dlsym(h, "cuMemMap");
+  CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) =
+      (CUresult(*)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t))dlsym(h, "cuMemSetAccess");
+  CUresult (*release)(CUmemGenericAllocationHandle) = (CUresult(*)(CUmemGenericAllocationHandle))dlsym(h, "cuMemRelease");
+  CUresult (*ctxdev)(CUdevice*) = (CUresult(*)(CUdevice*))dlsym(h, "cuCtxGetDevice");
+  CUdevice dev = 0;
+  if (!reserve || !create || !map || !access || !release || !ctxdev || ctxdev(&dev) != CUDA_SUCCESS) return NULL;
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  CUmemAccessDesc acc;
+  memset(&acc, 0, sizeof acc);
+  acc.location = prop.location;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUdeviceptr va = 0;
+  if (reserve(&va, s0 + s1, 2u << 20, 0, 0) != CUDA_SUCCESS) return NULL;
+  size_t sz[2] = {s0, s1}, at = 0;
+  for (int i = 0; i < 2; i++) {
+    CUmemGenericAllocationHandle mh;
+    if (create(&mh, sz[i], &prop, 0) != CUDA_SUCCESS) return NULL;
+    CUresult r = map(va + at, sz[i], 0, mh, 0);
+    release(mh);
+    if (r != CUDA_SUCCESS || access(va + at, sz[i], &acc, 1) != CUDA_SUCCESS) return NULL;
+    at += sz[i];
+  }
+  return (void*)(uintptr_t)va;
+#endif
 }
 
 static ncclComm_t init_comm(int rank, int gen) {
@@ -152,6 +211,18 @@ static int run_rank(int rank) {
     ng_say("rank %d/%d: RESULT %s rank=%d reg=%s win=%s ms=%.0f", rank, nranks, r == ncclSuccess ? "ok" : "fail", rank,
            ng_rc_name(r), w ? "set" : "null", (ng_now_us() - t0) / 1e3);
     if (r == ncclSuccess && w) ncclCommWindowDeregister(c, w);
+    if (r != ncclSuccess && after_fail) {
+      /* the communicator ncclguard stopped (or whose first round it left in NCCL): a buffer registration and
+       * a device communicator on it */
+      void* h = NULL;
+      ncclResult_t br = ncclCommRegister(c, b, 1 << 21, &h);
+      if (br == ncclSuccess && h) ncclCommDeregister(c, h);
+      devcomm_fn create = (devcomm_fn)dlsym(RTLD_DEFAULT, "ncclDevCommCreate");
+      static unsigned char reqs[256], out[4096]; /* zeroed requirements: NCCL 2.28's "none" */
+      ncclResult_t dr = create ? create(c, reqs, out) : ncclInvalidUsage;
+      ng_say("rank %d/%d: AFTER rank=%d breg=%s devcomm=%s", rank, nranks, rank, ng_rc_name(br),
+             create ? ng_rc_name(dr) : "absent");
+    }
     if (r == ncclSuccess) ncclCommDestroy(c);
     else ncclCommAbort(c);
     ncclMemFree(b);
@@ -178,11 +249,21 @@ static int run_rank(int rank) {
   } else if (!strncmp(mode, "layout-", 7)) {
     ncclComm_t c = init_comm(rank, 1);
     if (!c) return 1;
-    int last = rank == nranks - 1, sizes = !strcmp(mode, "layout-sizes");
+    int last = rank == nranks - 1, sizes = !strcmp(mode, "layout-sizes"), segs = !strcmp(mode, "layout-segments");
     size_t s0 = sizes && last ? (4u << 20) : (2u << 20);
-    int f0 = !sizes && last ? 0 : NCCL_WIN_COLL_SYMMETRIC;
+    int f0 = !sizes && !segs && last ? flags0 : NCCL_WIN_COLL_SYMMETRIC;
     void *a = NULL, *b = NULL;
-    ncclMemAlloc(&a, s0);
+    if (segs) { /* two allocations back to back, 2 + 2 MiB (the last rank 2 + 4 MiB), one window over both */
+      size_t s1 = last ? (4u << 20) : (2u << 20);
+      a = two_segments(2u << 20, s1);
+      s0 = (2u << 20) + s1;
+      if (!a) {
+        ng_say("rank %d/%d: RESULT fail rank=%d two segments could not be mapped", rank, nranks, rank);
+        return 1;
+      }
+    } else {
+      ncclMemAlloc(&a, s0);
+    }
     ncclMemAlloc(&b, 2u << 20);
     ncclWindow_t w0 = NULL, w1 = NULL;
     ncclResult_t r0 = ncclCommWindowRegister(c, a, s0, &w0, f0);
@@ -206,8 +287,25 @@ static int run_rank(int rank) {
     if (w0) ncclCommWindowDeregister(c, w0);
     cudaStreamDestroy(st);
     ncclCommDestroy(c);
-    ncclMemFree(a);
+    if (!segs) ncclMemFree(a);
     ncclMemFree(b);
+  } else if (!strcmp(mode, "win-garbage")) {
+    /* the caller's *win holds garbage before the call (an uninitialised variable): where NCCL returns success
+     * without writing it (2.28 without symmetric support and NCCL_LOCAL_REGISTER=0), the caller finds its own
+     * value again; under ncclguard it must be NULL (or a window NCCL wrote), never given back to NCCL */
+    ncclComm_t c = init_comm(rank, 1);
+    if (!c) return 1;
+    void* b = NULL;
+    ncclMemAlloc(&b, 2u << 20);
+    ncclWindow_t garbage = (ncclWindow_t)(uintptr_t)0x5a5a5a5a5a5a5a50ull, w = garbage;
+    ncclResult_t r = ncclCommWindowRegister(c, b, 2u << 20, &w, NCCL_WIN_COLL_SYMMETRIC);
+    const char* what = w == garbage ? "garbage" : w ? "set" : "null";
+    ncclResult_t d = w && w != garbage ? ncclCommWindowDeregister(c, w) : ncclSuccess;
+    ncclResult_t x = ncclCommDestroy(c);
+    ncclMemFree(b);
+    bad = r != ncclSuccess || d != ncclSuccess || x != ncclSuccess;
+    ng_say("rank %d/%d: RESULT %s rank=%d reg=%s win=%s dereg=%s destroy=%s", rank, nranks, bad ? "fail" : "ok", rank,
+           ng_rc_name(r), what, ng_rc_name(d), ng_rc_name(x));
   } else if (!strcmp(mode, "handle-swap")) {
     ncclComm_t c = init_comm(rank, 1);
     if (!c) return 1;
@@ -321,6 +419,9 @@ static int run_rank(int rank) {
   } else if (!strcmp(mode, "suspend")) {
     typedef ncclResult_t (*suspend_fn)(ncclComm_t, int);
     typedef ncclResult_t (*resume_fn)(ncclComm_t);
+    int nv = 0;
+    ncclGetVersion(&nv); /* NCCL loaded first (the header-free build opens it at its first call): what the
+                          * lookups below find is what the loaded NCCL has */
     suspend_fn suspend = (suspend_fn)dlsym(RTLD_DEFAULT, "ncclCommSuspend");
     resume_fn resume = (resume_fn)dlsym(RTLD_DEFAULT, "ncclCommResume");
     if (!suspend || !resume) {
@@ -384,6 +485,8 @@ static int run_rank(int rank) {
     /* NCCL 2.29.2+: existing ranks pass their communicator and rank -1, one of them the new id; new
      * ranks pass NULL, the id and their rank (nccl.h before 2.29 lacks it: looked up) */
     typedef ncclResult_t (*grow_fn)(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t*, ncclConfig_t*);
+    int nv = 0;
+    ncclGetVersion(&nv); /* NCCL loaded first, as for suspend */
     grow_fn grow = (grow_fn)dlsym(RTLD_DEFAULT, "ncclCommGrow");
     if (!grow) {
       ng_say("rank %d/%d: RESULT ok rank=%d grow=absent", rank, nranks, rank);
@@ -500,6 +603,8 @@ int main(int argc, char** argv) {
     else if (!strcmp(k, "--max-growth-kb")) max_growth_kb = atol(v);
     else if (!strcmp(k, "--faults")) fault_mask = (unsigned)strtoul(v, NULL, 0) & 0xf;
     else if (!strcmp(k, "--timeout")) timeout_s = atoi(v);
+    else if (!strcmp(k, "--after-fail")) after_fail = atoi(v);
+    else if (!strcmp(k, "--flags0")) flags0 = (int)strtol(v, NULL, 0);
     else { fprintf(stderr, "faults: unknown option %s\n", k); return 2; }
   }
   int one_ok = !strcmp(mode, "handle-swap") || !strcmp(mode, "hidden-revoke");

@@ -123,6 +123,16 @@ $(BUILD)/progs/libconsumer_other.so: $(PROGS_SRCDIR)/consumer.c $(PROGS_COMMON) 
 	$(CC) $(PROGS_CFLAGS) -shared -o $@ $(PROGS_SRCDIR)/consumer.c $(PROGS_COMMON) -L$(BUILD)/fake-other -l:libnccl-other.so.2 \
 	  -L$(BUILD)/fake -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN/../fake-other' -Wl,-rpath-link,$(BUILD)/fake -ldl -lpthread
 testbins: $(BUILD)/progs/libconsumer_other.so
+# feature detection by every route (tests/t_dlsym.sh): one build that loads libnccl itself, one linked against it
+# with weak references (run against the fake of each release, $(BUILD)/fake-rel/CODE)
+$(BUILD)/progs/featroutes: $(PROGS_SRCDIR)/featroutes.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -ldl
+$(BUILD)/progs/featroutes_linked: $(PROGS_SRCDIR)/featroutes.c $(BUILD)/fake/libnccl.so.2
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -DFEAT_LINKED -o $@ $< -Wl,--no-as-needed -L$(BUILD)/fake -l:libnccl.so.2 -Wl,--as-needed \
+	  -Wl,-rpath-link,$(BUILD)/fake -ldl
+testbins: $(BUILD)/progs/featroutes $(BUILD)/progs/featroutes_linked
 # another dlsym interposer (tests/t_dlsym.sh)
 $(BUILD)/progs/libdlspy.so: $(PROGS_SRCDIR)/dlspy.c
 	@mkdir -p $(@D)

@@ -10,7 +10,8 @@
 int main(void) {
   static const char* names[] = {"ncclCommInitRankScalable", "ncclGroupSimulateEnd", "ncclCommShrink",
                                 "ncclCommWindowRegister", "ncclCommWindowDeregister", "ncclDevCommCreate",
-                                "ncclDevCommDestroy", "ncclCommRevoke", "ncclCommGrow", "ncclCommSplit"};
+                                "ncclDevCommDestroy", "ncclCommRevoke", "ncclCommGrow", "ncclCommSuspend",
+                                "ncclCommResume", "ncclCommSplit"};
   int v = 0;
   ncclGetVersion(&v);
   printf("version=%d", v);

@@ -761,6 +761,36 @@ static void t_generation(int arg) {
   CHECK(pooled.s == old.s, "the pool holds the old round's stream");
 }
 
+/* The pool of agreement resources keeps its slots for communicators whose resources can be handed out
+ * again: those of communicators whose device was never learnt (-1) are freed, so that after more of them
+ * than the pool holds, a communicator on device 0 still leaves its resources there for the next one. */
+static void t_pool_unknown_device(int arg) {
+  (void)arg;
+  for (int i = 0; i < 300; i++) {
+    ncclComm_t x = (ncclComm_t)(uintptr_t)(0x7e590000 + 0x100 * (uintptr_t)i);
+    CHECK_INT(ng_reg_comm_add(x, 0x100 + (uint64_t)i, 0, 0, 2, -1, 1, NG_COMM_READY), 0, "add (device unknown)");
+    struct ng_agree_res r;
+    uint64_t g = 0;
+    CHECK_INT(ng_reg_res_acquire(x, &r, &g), 0, "its (empty) resources");
+    r.host = malloc(16), r.cap = 4; /* plain host memory: freed without a context */
+    ng_reg_res_release(x, g, -1, &r);
+    ng_reg_comm_tombstone(x, NG_COMM_DESTROYED);
+  }
+  ncclComm_t y = (ncclComm_t)(uintptr_t)0x7e5f0000;
+  CHECK_INT(ng_reg_comm_add(y, 0x999, 0, 0, 2, 0, 1, NG_COMM_READY), 0, "add (device 0)");
+  struct ng_agree_res r, pooled = {0};
+  uint64_t g = 0;
+  CHECK_INT(ng_reg_res_acquire(y, &r, &g), 0, "its (empty) resources");
+  r.host = malloc(16), r.cap = 4;
+  int32_t* host = r.host;
+  ng_reg_res_release(y, g, 0, &r);
+  ng_reg_comm_tombstone(y, NG_COMM_DESTROYED);
+  int taken = ng_reg_pool_take(0, &pooled);
+  CHECK_INT(taken, 1, "device 0's resources are in the pool after 300 of an unknown device");
+  CHECK(pooled.host == host, "the pool holds device 0's staging memory");
+  if (taken) free(pooled.host);
+}
+
 /* NCCL's own NULL window (2.29+ without symmetric support): arg 0 warn, 1 NCCLGUARD_NULL_WINDOW=error */
 static void t_null_window(int arg) {
   if (arg) ng_cfg.null_window = NG_NULLWIN_ERROR;
@@ -789,6 +819,7 @@ struct tcase {
 };
 static const struct tcase cases[] = {
     {"vote-fill", t_vote_fill, 0, 22809, NULL},
+    {"pool-unknown-device-freed", t_pool_unknown_device, 0, 22809, NULL},
     {"decide-peer-fact-degrades", t_decide_peer_fact_degrades, 0, 22809, NULL},
     {"decide-own-fact", t_decide_own_fact, 0, 22809, NULL},
     {"decide-lowest-reason", t_decide_lowest_reason, 0, 22809, NULL},
