@@ -232,7 +232,7 @@ NG_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
 
 /* NCCL's answer to ncclDevCommCreate, logged. NCCL 2.29+ refuse requirements that do not begin with the size, magic
  * and version of NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER (ncclInvalidUsage): the struct of NCCL 2.28's device API, which
- * has none (a program built against 2.28 - PyTorch 2.11 - on NCCL 2.29+; ../shared/FACTS.md sections 7 and 10; no
+ * has none (a program built against 2.28 - PyTorch 2.11 - on NCCL 2.29+; docs/PYTORCH.md §5, pytorch/pytorch#172398; no
  * translation exists, NCCL's compatibility table starts at 2.29.2). Then the one WARN line names that cause and the
  * fix; NCCL's answer is kept. The magic is read, never written: both layouts begin with at least 16 bytes. */
 static void devcomm_logged(ncclComm_t comm, const struct ncclDevCommRequirements* reqs, ncclResult_t res, double t0) {

@@ -188,7 +188,7 @@ if has "$T/rs/exits.out" '^ok \[v\] inner$' && has "$T/rs/exits.out" '^FAIL \[v\
    has "$T/rs/clean.out" '^# skip \[v\] inner: why$' && ! has "$T/rs/clean.out" '^FAIL' && has "$T/rs/clean.out" '^rc=0$'; then
   pass $n; else fail $n "$(cat "$T/rs/exits.out" "$T/rs/mm.out" "$T/rs/clean.out" | tr '\n' ' ')"; fi
 
-# ---- ranks as hosts of their own (README "Modelled behaviour": NCCL_HOSTID; ../shared/FACTS.md section 10) ----
+# ---- ranks as hosts of their own (README "Modelled behaviour": NCCL_HOSTID; tests/gpu/README.md "ranks as hosts") ----
 # hosts PROG-ARGS...: ngtest with rank 0 and rank 1 on hosts "ha" and "hb" (NCCL_HOSTID per rank), one fake GPU
 two_hosts() {
   env NGTEST_ENV_RANK0=NCCL_HOSTID=ha NGTEST_ENV_RANK1=NCCL_HOSTID=hb FAKE_CUDA_DEVICES=1 NGTEST_TIMEOUT=4 \
@@ -214,7 +214,7 @@ else fail fake_two_hosts_devcomm_gin_not_supported_2_28 "rc=$rc/$rc2/$rc3 $(grep
 
 # ---- ncclDevCommCreate: 2.29+ refuse requirements without NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER's magic ----
 # (ngtest passes zeroed requirements, the layout of 2.28's device API: what PyTorch 2.11 passes on NCCL 2.29+,
-# ../shared/FACTS.md sections 7 and 10)
+# docs/PYTORCH.md §5)
 for v in 22903 23007; do
   FAKE_NCCL_VERSION=$v bare_run "$PROGS/ngtest" -n 1 -m proc --devcomm >"$T/dm$v.out" 2>&1; rc=$?
   if [ $rc != 0 ] && has "$T/dm$v.out" 'WARN Cannot create device communicator: ncclDevCommRequirements_t argument must be initialized via NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER$' \

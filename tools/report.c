@@ -1392,7 +1392,7 @@ static const char *diagnosis(const char *reason, const char *result) {
  * ncclMemAlloc is an allocation; an ncclDevCommCreate that NCCL failed (reason nccl_error, whose advice speaks of a
  * registration) is the device communicator, not a window: NCCL 2.29+ refuse requirements without
  * NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER's magic (2.28's device API: PyTorch 2.11 on a newer NCCL), and NCCL 2.28
- * across nodes without GIN answers "GIN not supported." (../shared/FACTS.md sections 7 and 10). */
+ * across nodes without GIN answers "GIN not supported." (docs/PYTORCH.md §5; tests/fake/README.md). */
 static const char *first_diagnosis(const char *fn, const char *reason, const char *result) {
   if (!strcmp(fn, "ncclMemAlloc"))
     return "NCCL could not allocate the buffer (out of device memory, or no cuMem): the application allocates less or "

@@ -210,7 +210,7 @@ void fn_comm_free(struct ncclComm *c)
 /* NCCL's host identity (src/misc/utils.cc getHostHashOnce at v2.28.9-1, v2.29.7-1, v2.30.7-1): NCCL_HOSTID
  * replaces the host name when set, and the hash is taken once per process. Ranks with different host hashes
  * are on different nodes to NCCL (nNodes > 1): ranks that share one GPU as hosts of their own
- * (../shared/FACTS.md section 10, tests/gpu/hostid.c). */
+ * (tests/gpu/README.md "ranks as hosts", tests/gpu/hostid.c). */
 static uint64_t host_hash;
 static pthread_once_t host_once = PTHREAD_ONCE_INIT;
 static void host_hash_once(void)

@@ -816,7 +816,7 @@ ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const
   if (r == ncclSuccess && (!outDevComm || !reqs)) { fn_set_error("ncclDevCommCreate: invalid argument"); r = ncclInvalidArgument; }
   /* 2.29+: the requirements begin with size, magic and version (nccl_device/core.h at v2.29.7-1:
    * NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER); a struct without the magic (a caller built against 2.28's device
-   * API, PyTorch 2.11 say: ../shared/FACTS.md sections 7 and 10) is refused (dev_runtime.cc at v2.29.7-1,
+   * API, PyTorch 2.11 say: docs/PYTORCH.md §5) is refused (dev_runtime.cc at v2.29.7-1,
    * v2.30.7-1: `reqs->magic != NCCL_API_MAGIC`). The 2.28 layout here (2.28.9's header) has no such field:
    * read as bytes. */
   if (r == ncclSuccess && fn_version() >= 22900) {
@@ -832,7 +832,7 @@ ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const
   /* 2.28 across nodes: a device communicator of several nodes turns GIN on (dev_runtime.cc at v2.28.9-1:
    * `comm->nNodes > 1` activates it), and without a GIN plugin ncclGinConnectOnce answers WARN "GIN not
    * supported." and ncclInvalidUsage (gin_host.cc at v2.28.9-1); measured with ranks on one GPU as two hosts
-   * (../shared/FACTS.md section 10). 2.29+ turn GIN on only when the requirements ask for it. */
+   * (1 x H200, NCCL 2.28.9, 2026-12-04: PyTorch's rendezvous stopped there). 2.29+ turn GIN on only when the requirements ask for it. */
   if (r == ncclSuccess && fn_version() >= 22800 && fn_version() < 22900 && comm->nnodes > 1) {
     fn_warn("GIN not supported.");
     fn_set_error("GIN not supported.");

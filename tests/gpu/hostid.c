@@ -1,7 +1,7 @@
 /* hostid.c: a host of its own for every process. tests/gpu/run preloads it (built into $BUILD/gpu/) when a
  * scenario has more ranks than there are GPUs: the ranks then share GPUs, and NCCL refuses two ranks of one
  * host on one GPU ("Duplicate GPU detected"). NCCL takes its host identity from NCCL_HOSTID when set
- * (../shared/FACTS.md section 10), so a process with a host id of its own is, to NCCL, a rank on another
+ * (NCCL's getHostHash, src/misc/utils.cc), so a process with a host id of its own is, to NCCL, a rank on another
  * host: the ranks talk over the network transport (loopback: NCCL_SOCKET_IFNAME=lo), as between nodes.
  *
  * The id is "NCCL_HOSTID=<prefix>-<pid>" (prefix: $NG_HOSTID_PREFIX, default "ngrank"), set when the library
