@@ -232,6 +232,29 @@ NG_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   return res;
 }
 
+/* NCCL's answer to ncclDevCommCreate, logged. NCCL 2.29+ refuse requirements that do not begin with the size, magic
+ * and version of NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER (ncclInvalidUsage): the struct of NCCL 2.28's device API, which
+ * has none (a program built against 2.28 - PyTorch 2.11 - on NCCL 2.29+; docs/PYTORCH.md §5, pytorch/pytorch#172398; no
+ * translation exists, NCCL's compatibility table starts at 2.29.2). Then the one WARN line names that cause and the
+ * fix; NCCL's answer is kept. The magic is read, never written: both layouts begin with at least 16 bytes. */
+static void devcomm_logged(ncclComm_t comm, const struct ncclDevCommRequirements* reqs, ncclResult_t res, double t0) {
+  unsigned magic = 0;
+  if (reqs) memcpy(&magic, (const char*)reqs + sizeof(size_t), sizeof magic);
+  int v = ng_nccl_version();
+  if (res != ncclInvalidUsage || !reqs || v < 22900 || magic == NG_NCCL_CONFIG_MAGIC /* NCCL_API_MAGIC */) {
+    ng_log_passed("ncclDevCommCreate", comm, res, t0, 1);
+    return;
+  }
+  ng_stat_add(NG_ST_ERRORS, 1);
+  char msg[700];
+  snprintf(msg, sizeof msg, "NCCL %d.%d.%d refused the device-communicator requirements: they carry no "
+           "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER magic, the layout of NCCL 2.28's device API (a program built against "
+           "NCCL 2.28, as PyTorch 2.11 is, on NCCL 2.29 or later, which cannot translate it). Fix: load the NCCL the "
+           "program was built with (PyTorch: its nvidia-nccl wheel, not another libnccl put first), or use a build of "
+           "the program against this NCCL", v / 10000, v % 10000 / 100, v % 100);
+  ng_log_call(NG_LOG_WARN, "ncclDevCommCreate", comm, res, t0, NG_D_PASS, NG_R_NCCL_ERROR, msg);
+}
+
 /* exported through shim/exports.c */
 NG_OPT_API ncclResult_t NG_OPT(ncclDevCommCreate)(ncclComm_t comm, struct ncclDevCommRequirements const* reqs,
                                       struct ncclDevComm* outDevComm) {
@@ -265,7 +288,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclDevCommCreate)(ncclComm_t comm, struct ncclDe
   }
   NG_CALL(res, ncclDevCommCreate, comm, reqs, outDevComm);
   if (res == ncclSuccess) ng_reg_comm_mark(comm, 0, +1, 0);
-  ng_log_passed("ncclDevCommCreate", comm, res, t0, 1);
+  devcomm_logged(comm, reqs, res, t0);
   return res;
 }
 

@@ -209,3 +209,40 @@ if has "$T/rs/exits.out" '^ok \[v\] inner$' && has "$T/rs/exits.out" '^FAIL \[v\
    has "$T/rs/mm.out" '^# mismatch \[v\] mm.sh case inner: fake-nccl MISMATCH comm=x k=7 first$' &&
    has "$T/rs/clean.out" '^# skip \[v\] inner: why$' && ! has "$T/rs/clean.out" '^FAIL' && has "$T/rs/clean.out" '^rc=0$'; then
   pass $n; else fail $n "$(cat "$T/rs/exits.out" "$T/rs/mm.out" "$T/rs/clean.out" | tr '\n' ' ')"; fi
+
+# ---- ranks as hosts of their own (README "Modelled behaviour": NCCL_HOSTID; tests/gpu/README.md "ranks as hosts") ----
+# hosts PROG-ARGS...: ngtest with rank 0 and rank 1 on hosts "ha" and "hb" (NCCL_HOSTID per rank), one fake GPU
+two_hosts() {
+  env NGTEST_ENV_RANK0=NCCL_HOSTID=ha NGTEST_ENV_RANK1=NCCL_HOSTID=hb FAKE_CUDA_DEVICES=1 NGTEST_TIMEOUT=4 \
+    sh -c '. "$NG_ROOT/tests/lib.sh"; bare_run "$@"' x "$PROGS/ngtest" -n 2 -m proc "$@"
+}
+# 2.29+: no symmetric support across nodes (no GIN): success with a NULL window on both ranks, no exchange
+# (rank 0's cudaMalloc buffer does not hang its peer there); one host: symmetric windows (and that hang)
+FAKE_NCCL_VERSION=22903 two_hosts --expect-win null >"$T/h29.out" 2>&1; rc=$?
+FAKE_NCCL_VERSION=23007 two_hosts --alloc cuda0 --expect-win null >"$T/h30.out" 2>&1; rc2=$?
+FAKE_NCCL_VERSION=22903 FAKE_CUDA_DEVICES=1 NGTEST_TIMEOUT=4 bare_run "$PROGS/ngtest" -n 2 -m proc --expect-win nonnull >"$T/h1.out" 2>&1; rc3=$?
+if [ $rc = 0 ] && [ "$(grep -c 'RESULT ok.* win=null' "$T/h29.out")" = 2 ] && [ $rc2 = 0 ] && [ "$(grep -c 'RESULT ok' "$T/h30.out")" = 2 ] \
+   && [ $rc3 = 0 ]; then pass fake_two_hosts_null_window_2_29_plus
+else fail fake_two_hosts_null_window_2_29_plus "rc=$rc/$rc2/$rc3 $(grep RESULT "$T/h29.out" "$T/h30.out" "$T/h1.out" | tr '\n' ' ')"; fi
+# 2.28 keeps symmetric support across nodes (it checks the local ranks' P2P only): windows; a device communicator
+# there turns GIN on and fails: WARN "GIN not supported." and ncclInvalidUsage (one host: it works)
+FAKE_NCCL_VERSION=22809 two_hosts --expect-win nonnull >"$T/h28.out" 2>&1; rc=$?
+FAKE_NCCL_VERSION=22809 two_hosts --devcomm --no-allreduce >"$T/h28d.out" 2>&1; rc2=$?
+FAKE_NCCL_VERSION=22809 FAKE_CUDA_DEVICES=1 NGTEST_TIMEOUT=4 bare_run "$PROGS/ngtest" -n 2 -m proc --devcomm >"$T/h28d1.out" 2>&1; rc3=$?
+if [ $rc = 0 ] && [ $rc2 != 0 ] && [ "$(grep -c 'WARN GIN not supported\.$' "$T/h28d.out")" = 2 ] \
+   && [ "$(grep -c 'ncclDevCommCreate.*ncclInvalidUsage' "$T/h28d.out")" -ge 2 ] && [ $rc3 = 0 ] && ! has "$T/h28d1.out" 'GIN'; then
+  pass fake_two_hosts_devcomm_gin_not_supported_2_28
+else fail fake_two_hosts_devcomm_gin_not_supported_2_28 "rc=$rc/$rc2/$rc3 $(grep -E 'GIN|DevComm|RESULT' "$T/h28d.out" | head -4 | tr '\n' ' ')"; fi
+
+# ---- ncclDevCommCreate: 2.29+ refuse requirements without NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER's magic ----
+# (ngtest passes zeroed requirements, the layout of 2.28's device API: what PyTorch 2.11 passes on NCCL 2.29+,
+# docs/PYTORCH.md §5)
+for v in 22903 23007; do
+  FAKE_NCCL_VERSION=$v bare_run "$PROGS/ngtest" -n 1 -m proc --devcomm >"$T/dm$v.out" 2>&1; rc=$?
+  if [ $rc != 0 ] && has "$T/dm$v.out" 'WARN Cannot create device communicator: ncclDevCommRequirements_t argument must be initialized via NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER$' \
+     && has "$T/dm$v.out" 'ncclDevCommCreate.*ncclInvalidUsage'; then pass "fake_devcomm_no_magic_refused_$v"
+  else fail "fake_devcomm_no_magic_refused_$v" "rc=$rc $(grep -E 'DevComm|WARN|RESULT' "$T/dm$v.out" | head -3 | tr '\n' ' ')"; fi
+done
+FAKE_NCCL_VERSION=22809 bare_run "$PROGS/ngtest" -n 1 -m proc --devcomm >"$T/dm28.out" 2>&1; rc=$?
+if [ $rc = 0 ] && ! has "$T/dm28.out" 'WARN'; then pass fake_devcomm_2_28_layout_accepted_2_28
+else fail fake_devcomm_2_28_layout_accepted_2_28 "rc=$rc $(grep -E 'DevComm|WARN|RESULT' "$T/dm28.out" | head -3 | tr '\n' ' ')"; fi

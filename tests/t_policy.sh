@@ -262,6 +262,18 @@ lhas dc 'fn=ncclDevCommCreate .*result=ncclInvalidUsage .*reason=degraded_window
   || fail devcomm-refused-after-degrade "$(why dc)"
 g dcok --devcomm --expect-win nonnull
 [ $rc = 0 ] && lhas dcok 'fn=ncclDevCommCreate .*result=ncclSuccess' && pass devcomm-normal || fail devcomm-normal "$(why dcok)"
+# NCCL 2.29+ refuse requirements without NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER's magic (2.28's device API: PyTorch 2.11
+# on a newer NCCL; the fake models it, tests/fake/README.md): NCCL's answer kept (ncclInvalidUsage, as alone), and one
+# WARN line per rank naming the cause and the fix; 2.28 (that layout is its own) passes as before
+FAKE_NCCL_VERSION=23007 b dcm-bare -n 2 --devcomm --no-allreduce
+rcb=$rc; nb=$(echo "$out" | grep -c 'ncclDevCommCreate(.*-> ncclInvalidUsage')
+FAKE_NCCL_VERSION=23007 g dcm -n 2 --devcomm --no-allreduce
+ng=$(echo "$out" | grep -c 'ncclDevCommCreate(.*-> ncclInvalidUsage')
+if [ $rcb != 0 ] && [ $rc != 0 ] && [ "$nb" = 2 ] && [ "$ng" = 2 ] \
+   && [ "$(logs dcm | grep -c 'fn=ncclDevCommCreate .*result=ncclInvalidUsage .*carry no NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER magic.*Fix: load the NCCL the program was built with')" = 2 ] \
+   && [ "$(logs dcm | grep 'fn=ncclDevCommCreate' | grep -c WARN)" = 2 ] && ! lhas dcok 'NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER'; then
+  pass devcomm-no-magic-named-answer-kept
+else fail devcomm-no-magic-named-answer-kept "rc=$rcb/$rc bare=$nb guard=$ng $(logs dcm | grep ncclDevCommCreate | head -2)"; fi
 
 # --- NCCL's own NULL window (2.29+: no symmetric support) --------------------------------------------
 FAKE_NCCL_VERSION=22903 FAKE_NCCL_NO_SYMMETRIC=1 g nw -m thread --expect-win null

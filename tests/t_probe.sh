@@ -131,7 +131,7 @@ lines = open(sys.argv[1]).read().splitlines()
 assert len(lines) == 1, "one JSON object on one line, got %d lines" % len(lines)
 d = json.loads(lines[0])
 want = {"probe": int, "exit": int, "summary": str, "seconds": float, "budget": int, "timeout": int, "nccl": dict,
-        "gpus": dict, "ncclguard": dict, "outdir": type(None), "scenarios": list}
+        "gpus": dict, "ranks": dict, "ncclguard": dict, "outdir": type(None), "scenarios": list}
 assert set(d) == set(want), sorted(d)
 for k, t in want.items():
     assert isinstance(d[k], t), (k, d[k])
@@ -139,12 +139,14 @@ assert d["probe"] == 1 and d["exit"] == 0 and d["budget"] == 60 and d["timeout"]
 assert set(d["nccl"]) == {"version", "code", "path", "found_by"} and d["nccl"]["version"] == "2.28.9" and d["nccl"]["code"] == 22809
 assert d["nccl"]["found_by"].startswith("the library path"), d["nccl"]
 assert d["gpus"] == {"present": 2, "used": 2, "name": "Fake H200"}, d["gpus"]
+assert d["ranks"] == {"count": 2, "hosts": 1, "layout": "2 of 2 GPUs"}, d["ranks"]
 assert set(d["ncclguard"]) == {"version", "lib"} and d["ncclguard"]["lib"].endswith("libncclguard.so")
 names = [s["name"] for s in d["scenarios"]]
 assert names == ["normal", "null-comm", "asym-cudaMalloc-rank0"], names
-keys = {"name", "ranks", "what", "bare", "guard", "verdict", "bare_exit", "guard_exit", "bare_seconds", "guard_seconds"}
+keys = {"name", "ranks", "what", "bare", "guard", "verdict", "nccl", "bare_exit", "guard_exit", "bare_seconds", "guard_seconds"}
 for s in d["scenarios"]:
     assert set(s) == keys, sorted(s)
+    assert s["nccl"] == "2.28.9", s  # the NCCL the row ran on
     assert isinstance(s["ranks"], int) and isinstance(s["bare_seconds"], float) and s["what"]
 nc = d["scenarios"][1]
 assert (nc["bare"], nc["guard"], nc["verdict"], nc["bare_exit"], nc["guard_exit"]) == \
@@ -228,16 +230,18 @@ if [ $rc -eq 0 ] && rows "$T/b.out" | grep -q '^normal|ok|ok|same' \
 else fail probe-budget "rc=$rc secs=$secs $(rows "$T/b.out" | tr '\n' ' ')"; fi
 
 # ---------------------------------------------------------------- which NCCL
-# --nccl names the library and says so; a Python environment's nvidia-nccl wheel (here a copy of the fake
-# in a package tree of that layout) that differs from the one on the library path is named as a note
+# --nccl names the library and says so; without it, a Python environment's nvidia-nccl wheel (here a copy of
+# the fake in a package tree of that layout), the NCCL its PyTorch loads, comes before the library path's,
+# which is named in a note
 mkdir -p "$T/py/nvidia/nccl/lib"
 cp "$FAKE/libnccl.so.2" "$T/py/nvidia/nccl/lib/libnccl.so.2"
 probe FAKE_NCCL_VERSION=22809 timeout 60 "$DOC" --probe --no-python --nccl "$FAKE/libnccl.so.2" --only normal >"$T/n.out" 2>"$T/n.err"; rc=$?
 if [ $rc -eq 0 ] && has "$T/n.err" "^ncclguard-doctor --probe: NCCL 2.28.9, $FAKE/libnccl.so.2 \(found by --nccl\)$"; then pass probe-nccl-option
 else fail probe-nccl-option "rc=$rc $(head -2 "$T/n.err" | tr '\n' ' ')"; fi
 probe PYTHONPATH="$T/py" FAKE_NCCL_VERSION=22809 timeout 60 "$DOC" --probe --only normal >"$T/w.out" 2>"$T/w.err"; rc=$?
-if [ $rc -eq 0 ] && has "$T/w.err" "found by the library path" \
-   && has "$T/w.err" "note: PyTorch jobs of python3 load $T/py/nvidia/nccl/lib/libnccl.so.2 instead: --nccl $T/py/nvidia/nccl/lib/libnccl.so.2 probes that one"; then
+if [ $rc -eq 0 ] && has "$T/w.err" "^ncclguard-doctor --probe: NCCL 2.28.9, $T/py/nvidia/nccl/lib/libnccl.so.2 \(found by the nvidia-nccl wheel of python3\)$" \
+   && has "$T/w.err" "note: libnccl.so.2 on the library path is $FAKE/libnccl.so.2 \(NCCL 2.28.9\): --nccl $FAKE/libnccl.so.2 probes that one" \
+   && has "$T/w.out" "^ncclguard-doctor --probe: NCCL 2.28.9 \($T/py/nvidia/nccl/lib/libnccl.so.2, found by the nvidia-nccl wheel of python3\)"; then
   pass probe-wheel-note
 else fail probe-wheel-note "rc=$rc $(head -3 "$T/w.err" | tr '\n' ' ')"; fi
 # PyTorch: its scenarios run when the Python's torch imports (and sees a GPU); here a Python without it
@@ -279,6 +283,59 @@ if [ $rc -eq 0 ] && [ "$seq_x" = "start end start end start end start end " ] \
    && rows "$T/sx.out" | grep -qx 'torch-lazy|ok|ok|same' && rows "$T/sx.out" | grep -qx 'torch-eager|ok|ok|same'; then
   pass probe-torch-exclusive-gpu-one-at-a-time
 else fail probe-torch-exclusive-gpu-one-at-a-time "rc=$rc order: $seq_x $(rows "$T/sx.out" | grep torch | tr '\n' ' ')"; fi
+# --nccl other than the NCCL PyTorch would load (the stand-in Python's nvidia-nccl wheel): the PyTorch rows run on
+# --nccl, put first with LD_PRELOAD in both runs (ncclguard before it in the guarded one), and say so
+mkdir -p "$T/spy2" "$T/other"
+cp "$FAKE/libnccl.so.2" "$T/other/libnccl.so.2"
+cat >"$T/spy2/python3" <<EOS
+#!/bin/sh
+case "\$1" in
+  -c) echo "NGP wheel=$T/py/nvidia/nccl/lib/libnccl.so.2"; echo "NGP torch=0.0-standin"; exit 0 ;;
+  -m) echo "run \$LD_PRELOAD" >>"$T/spy2/preloads"; echo "rank 0/1: RESULT ok rendezvous=ok peer=ok allreduce=ok"; exit 0 ;;
+esac
+exit 1
+EOS
+chmod +x "$T/spy2/python3"
+: >"$T/spy2/preloads"
+probe FAKE_NCCL_VERSION=22809 timeout 90 "$DOC" --probe --python "$T/spy2/python3" --nccl "$T/other/libnccl.so.2" --only 'torch' \
+  --json >"$T/tn.out" 2>"$T/tn.err"; rc=$?
+nrun=$(grep -c . "$T/spy2/preloads"); nother=$(grep -c "^run \(.*/libncclguard.so:\)\{0,1\}$T/other/libnccl.so.2\$" "$T/spy2/preloads")
+nguard=$(grep -c "^run .*/libncclguard.so:$T/other/libnccl.so.2\$" "$T/spy2/preloads")
+if [ $rc -eq 0 ] && [ "$nrun" = 4 ] && [ "$nother" = 4 ] && [ "$nguard" = 2 ] \
+   && has "$T/tn.err" "^ncclguard-doctor --probe: every row runs on NCCL 2.28.9, the PyTorch rows too \(put first with LD_PRELOAD\)$" \
+   && python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["nccl"]["path"] == sys.argv[2] and d["nccl"]["found_by"] == "--nccl", d["nccl"]
+rows = {s["name"]: s for s in d["scenarios"]}
+for n in ("torch-lazy", "torch-eager"):
+    assert rows[n]["verdict"] == "same" and rows[n]["nccl"] == "2.28.9", rows[n]' "$T/tn.out" "$T/other/libnccl.so.2"; then
+  pass probe-torch-runs-on-nccl-option
+else fail probe-torch-runs-on-nccl-option "rc=$rc runs=$nrun on --nccl=$nother guarded=$nguard: $(tr '\n' ' ' <"$T/spy2/preloads") $(tail -2 "$T/tn.err" | tr '\n' ' ')"; fi
+
+# --ranks N beyond the GPUs: N ranks on one GPU, each rank process a host of its own to NCCL (NGTEST_HOST_PER_PROCESS:
+# NCCL_HOSTID per process); the fake takes ranks of different host ids for nodes of their own (no symmetric support
+# across nodes from 2.29: success with a NULL window on every rank, where ranks of one host hang on rank 0's
+# cudaMalloc buffer: the control below); the scenarios of several ranks run with N
+probe FAKE_NCCL_VERSION=22903 FAKE_CUDA_DEVICES=1 timeout 90 "$DOC" --probe --no-python --ranks 3 --timeout 6 \
+  --only 'normal|asym|late' --outdir "$T/r3" >"$T/r3.out" 2>"$T/r3.err"; rc=$?
+probe FAKE_NCCL_VERSION=22903 FAKE_CUDA_DEVICES=1 NGTEST_TIMEOUT=4 timeout 30 "$B/probe/ngtest" -n 3 -m proc --alloc cuda0 \
+  >"$T/r3c.out" 2>&1; rcc=$?
+if [ $rc -eq 0 ] && has "$T/r3.err" '^ncclguard-doctor --probe: 3 ranks on 1 GPU as 3 hosts \(network transport\): rank r on GPU r mod 1' \
+   && has "$T/r3.out" '; 3 ranks on 1 GPU as 3 hosts \(network transport\); ' \
+   && rows "$T/r3.out" | grep -qx 'asym-cudaMalloc-rank0|ok, win=NULL|ok, win=NULL|same' \
+   && rows "$T/r3.out" | grep -qx 'late-peer|ok, win=NULL|ok, win=NULL|same' && rows "$T/r3.out" | grep -qx 'normal|ok|ok|same' \
+   && has "$T/r3/runs/asym-cudaMalloc-rank0.bare.txt" '^\$ NGTEST_HOST_PER_PROCESS=1 .*/ngtest -n 3 -m proc --alloc cuda0$' \
+   && has "$T/r3/runs/late-peer.guard.txt" '^\$ NGTEST_HOST_PER_PROCESS=1 LD_PRELOAD=.*/faults late --late 3 -n 3$' \
+   && [ $rcc = 124 ] && has "$T/r3c.out" 'RESULT fail hang in'; then pass probe-ranks-as-hosts
+else fail probe-ranks-as-hosts "rc=$rc control rc=$rcc $(rows "$T/r3.out" | tr '\n' ' ') $(grep 'hosts' "$T/r3.err" | head -1)"; fi
+probe FAKE_NCCL_VERSION=22809 timeout 30 "$DOC" --probe --no-python --ranks 1 --only asym >"$T/r1.out" 2>&1; rc=$?
+out=$(probe timeout 30 "$DOC" --probe --ranks 0 2>&1); rc0=$?
+if [ $rc -eq 0 ] && rows "$T/r1.out" | grep -qx 'asym-cudaMalloc-rank0|skip: needs 2 ranks (--ranks 2)|skip: needs 2 ranks (--ranks 2)|skip' \
+   && [ $rc0 -eq 2 ] && [ "$out" = "ncclguard-doctor --probe: --ranks needs 1..64, not '0' (see ncclguard-doctor --probe --help)" ]; then
+  pass probe-ranks-option
+else fail probe-ranks-option "rc=$rc/$rc0 $(rows "$T/r1.out") '$out'"; fi
+
 # the wheel alone (nothing on the library path but the driver): used, and said so
 if ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
   echo "# skip probe-wheel-used: this machine has a libnccl.so.2 in ld.so.cache, which comes first"

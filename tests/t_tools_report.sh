@@ -383,3 +383,16 @@ if [ $rc = 0 ] && [ $rcj = 0 ] && grep -q '^no errors$' "$T/mem.out" \
    && "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["status"]=="clean" and d["first_error"] is None and d["memalloc_failures"]==1 and d["first_memalloc_failure"]["fn"]=="ncclMemAlloc"' "$T/mem.json"; then
   pass report-memalloc-failure-not-an-error
 else fail report-memalloc-failure-not-an-error "rc=$rc/$rcj $(head -c 600 "$T/mem.out" | tr '\n' ' ')"; fi
+
+# a failed ncclDevCommCreate (NCCL 2.29+ refuse the requirements of 2.28's device API, as PyTorch 2.11 passes them:
+# the fake models it) is the device communicator's failure: the diagnosis names that call, not a registration
+mkdir -p "$T/dcm"
+FAKE_NCCL_VERSION=23007 NCCLGUARD_LOG_FILE="$T/dcm/r%p.log" fake_run "$PROGS/ngtest" -n 2 -m proc --devcomm --no-allreduce >/dev/null 2>&1
+"$REP" "$T/dcm" >"$T/dcm.out" 2>&1; rc=$?
+"$REP" --json "$T/dcm" >"$T/dcm.json" 2>/dev/null
+if [ $rc != 0 ] && grep -q 'fn=ncclDevCommCreate result=ncclInvalidUsage decision=pass reason=nccl_error' "$T/dcm.out" \
+   && grep -q 'diagnosis: NCCL failed to create the device communicator (ncclDevCommCreate), not a window registration' "$T/dcm.out" \
+   && ! grep -q 'failed to register' "$T/dcm.out" \
+   && "$PY" -c 'import json,sys; f=json.load(open(sys.argv[1]))["first_error"]; assert f["fn"]=="ncclDevCommCreate" and f["diagnosis"].startswith("NCCL failed to create the device communicator"), f' "$T/dcm.json"; then
+  pass report-devcomm-failure-diagnosis-names-devcomm
+else fail report-devcomm-failure-diagnosis-names-devcomm "rc=$rc $(grep -A4 '^first error' "$T/dcm.out" | tr '\n' ' ' | head -c 700)"; fi

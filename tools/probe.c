@@ -49,10 +49,16 @@ static const char *probe_usage =
     "time. Buffers are a few MiB, except the repeated registration (--repeat-size).\n"
     "\n"
     "Options:\n"
-    "  --nccl PATH        the libnccl.so.2 to probe (default: libnccl.so.2 on the library path\n"
-    "                     (LD_LIBRARY_PATH, ld.so.cache), else the nvidia-nccl wheel of python)\n"
+    "  --nccl PATH        the libnccl.so.2 to probe; every row runs on it, PyTorch's too (put first\n"
+    "                     with LD_PRELOAD) (default: the nvidia-nccl wheel of python, the NCCL its\n"
+    "                     PyTorch loads, else libnccl.so.2 on the library path (LD_LIBRARY_PATH,\n"
+    "                     ld.so.cache))\n"
     "  --gpus N           GPUs to use (default 1: the one-rank scenarios; 2 or more: the two-rank\n"
     "                     scenarios too, one process per GPU)\n"
+    "  --ranks N          ranks of the scenarios of several ranks, and of the PyTorch ones (default:\n"
+    "                     the GPUs used); more ranks than GPUs share them (rank r on GPU r mod GPUs),\n"
+    "                     each rank process a host of its own to NCCL (NCCL_HOSTID, NCCL_SOCKET_IFNAME=lo):\n"
+    "                     N ranks on the GPUs as N hosts, joined by NCCL's network transport\n"
     "  --budget S         the whole probe within S seconds (default 60): a scenario starts only where both its\n"
     "                     runs fit in what is left (a PyTorch one needs about 17 s: its two runs go side\n"
     "                     by side; 32 s, one after the other, on a GPU in exclusive compute mode);\n"
@@ -116,6 +122,7 @@ static const struct scenario catalogue[] = {
 
 struct result {
   int run;                 /* 0 not run, 1 run, 2 skipped */
+  int nccl_code;           /* the NCCL the runs loaded: their "loaded NCCL version" line, else the one probed */
   char bare[128], guard[128], verdict[160];
   int bare_rc, guard_rc;   /* exit status (128+signal), -1 killed at the time limit */
   double bare_s, guard_s;
@@ -351,10 +358,13 @@ static void python_facts(const char *python, char *wheel, size_t n) {
   if (!py_torch[0] && !py_notorch[0]) snprintf(py_notorch, sizeof py_notorch, "%.200s did not run", python);
 }
 
+/* The NCCL to probe: --nccl; else the nvidia-nccl wheel of the Python (the NCCL its PyTorch loads: a job there
+ * runs on it, whatever the library path has), else libnccl.so.2 on the library path. The library path's is
+ * loaded first: once the wheel's copy (soname libnccl.so.2) is loaded, dlopen("libnccl.so.2") would answer it. */
 static int find_nccl(const char *opt, const char *python, struct nccl_found *f, char *why, size_t wn) {
   char wheel[PATH_MAX] = "", e1[1024] = "";
+  python_facts(python, wheel, sizeof wheel);
   if (opt) {
-    python_facts(python, wheel, sizeof wheel); /* for PyTorch */
     if (!load_nccl(opt, f->path, sizeof f->path, &f->code, e1, sizeof e1)) {
       snprintf(why, wn, "--nccl %s: %s", opt, e1);
       return 0;
@@ -362,17 +372,22 @@ static int find_nccl(const char *opt, const char *python, struct nccl_found *f, 
     snprintf(f->how, sizeof f->how, "--nccl");
     return 1;
   }
-  python_facts(python, wheel, sizeof wheel);
-  if (load_nccl("libnccl.so.2", f->path, sizeof f->path, &f->code, e1, sizeof e1)) {
-    snprintf(f->how, sizeof f->how, "the library path (LD_LIBRARY_PATH, ld.so.cache)");
-    char wr[PATH_MAX];
-    if (wheel[0] && realpath(wheel, wr) && strcmp(wr, f->path) != 0)
-      snprintf(f->note, sizeof f->note, "PyTorch jobs of %.200s load %.1000s instead: --nccl %.1000s probes that one", python, wr, wr);
+  char lp[PATH_MAX] = "", e2[1024] = "";
+  int lp_code = 0, have_lp = load_nccl("libnccl.so.2", lp, sizeof lp, &lp_code, e1, sizeof e1);
+  if (wheel[0] && load_nccl(wheel, f->path, sizeof f->path, &f->code, e2, sizeof e2)) {
+    snprintf(f->how, sizeof f->how, "the nvidia-nccl wheel of %s%s", python, py_torch[0] ? ", the NCCL its PyTorch loads" : "");
+    if (have_lp && strcmp(lp, f->path) != 0) {
+      char v[32];
+      version_str(lp_code, v, sizeof v);
+      snprintf(f->note, sizeof f->note, "libnccl.so.2 on the library path is %.1000s (NCCL %s): --nccl %.1000s probes that one", lp, v, lp);
+    }
     return 1;
   }
-  char e2[1024] = "";
-  if (wheel[0] && load_nccl(wheel, f->path, sizeof f->path, &f->code, e2, sizeof e2)) {
-    snprintf(f->how, sizeof f->how, "the nvidia-nccl wheel of %s", python);
+  if (have_lp) {
+    snprintf(f->path, sizeof f->path, "%s", lp);
+    f->code = lp_code;
+    snprintf(f->how, sizeof f->how, "the library path (LD_LIBRARY_PATH, ld.so.cache)");
+    if (wheel[0]) snprintf(f->note, sizeof f->note, "the nvidia-nccl wheel of %.200s (%.1000s) cannot be loaded: %.800s", python, wheel, e2);
     return 1;
   }
   snprintf(why, wn, "no NCCL found: libnccl.so.2 is not on the library path (%s)%s%s%s; install NCCL, put it on "
@@ -421,6 +436,7 @@ static int count_gpus(char *name, size_t n, char *why, size_t wn) {
 /* ---- one run ---- */
 static char progdir[PATH_MAX], guardlib[PATH_MAX], outdir[PATH_MAX], hookdir[PATH_MAX];
 static struct nccl_found nccl;
+static int host_per_process; /* --ranks beyond the GPUs: each rank process a host of its own (NGTEST_HOST_PER_PROCESS) */
 
 /* the argument list of a scenario: "%R", "%S", "%K" replaced */
 static int build_argv(const struct scenario *s, int ranks, const char *rsize, long rtimes, const char *python, char *store,
@@ -493,7 +509,10 @@ static int start_run(const struct scenario *s, char **argv, int guard, double li
   if (f) {
     fputc('$', f);
     if (s->env) fprintf(f, " %s", s->env);
-    if (guard) fprintf(f, " LD_PRELOAD=%s", guardlib);
+    if (host_per_process) fprintf(f, " NGTEST_HOST_PER_PROCESS=1");
+    /* PyTorch runs on the probed NCCL: put first, so that libtorch's libnccl.so.2 is that one */
+    if (guard || s->torch)
+      fprintf(f, " LD_PRELOAD=%s%s%s", guard ? guardlib : "", guard && s->torch ? ":" : "", s->torch ? nccl.path : "");
     for (int i = 0; argv[i]; i++) fprintf(f, " %s", argv[i]);
     fputc('\n', f);
     fclose(f);
@@ -512,6 +531,16 @@ static int start_run(const struct scenario *s, char **argv, int guard, double li
     strip_guard_preload();
     unsetenv("NCCLGUARD_DISABLE");
     setenv("NGTEST_NCCL_LIB", nccl.path, 1);
+    if (host_per_process) {
+      setenv("NGTEST_HOST_PER_PROCESS", "1", 1);
+      setenv("NCCL_SOCKET_IFNAME", "lo", 0); /* the ranks' "hosts" are this one: loopback */
+    }
+    if (s->torch) { /* PyTorch's rows run on the NCCL probed, not on the one PyTorch would load: put it first */
+      const char *pre = getenv("LD_PRELOAD");
+      char p[8192];
+      snprintf(p, sizeof p, "%s%s%s", nccl.path, pre && *pre ? ":" : "", pre && *pre ? pre : "");
+      setenv("LD_PRELOAD", p, 1);
+    }
     char t[32];
     snprintf(t, sizeof t, "%d", (int)limit - 2); /* ngtest's watchdog names the step a rank hangs in */
     if (limit >= 5) setenv("NGTEST_TIMEOUT", t, 1);
@@ -685,6 +714,15 @@ static void outcome(const char *file, int rc, char *out, size_t n) {
 
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
+/* the version code of a run's "loaded NCCL version CODE" line (0: none) */
+static int loaded_code(const char *file) {
+  char *t = slurp(file);
+  const char *k = strstr(t, "loaded NCCL version ");
+  int c = k ? atoi(k + strlen("loaded NCCL version ")) : 0;
+  free(t);
+  return c > 0 ? c : 0;
+}
+
 static void verdict(const char *a, const char *g, char *out, size_t n) {
   if (starts(a, "skip") || starts(g, "skip")) snprintf(out, n, "skip");
   else if (starts(a, "ok") && starts(g, "ok")) {
@@ -710,7 +748,8 @@ static void print_list(void) {
 
 int ng_probe_main(int argc, char **argv) {
   const char *opt_nccl = NULL, *python = getenv("PYTHON"), *only = NULL, *opt_out = NULL;
-  long gpus = 1, budget = 60, timeout = 20;
+  long gpus = 1, budget = 60, timeout = 20, opt_ranks = 0;
+  int gpus_given = 0;
   int use_python = 1, use_torch = 1;
   unsigned long long rsize = 64ULL << 20;
   for (int i = 1; i < argc; i++) {
@@ -721,14 +760,15 @@ int ng_probe_main(int argc, char **argv) {
     if (!strcmp(a, "--json")) { opt_json = 1; continue; }
     if (!strcmp(a, "--no-python")) { use_python = 0; continue; }
     if (!strcmp(a, "--no-torch")) { use_torch = 0; continue; }
-    static const char *with_arg[] = {"--nccl", "--nccl-lib", "--gpus", "--budget", "--timeout", "--only", "--outdir", "--python", "--repeat-size", NULL};
+    static const char *with_arg[] = {"--nccl", "--nccl-lib", "--gpus", "--ranks", "--budget", "--timeout", "--only", "--outdir", "--python", "--repeat-size", NULL};
     int known = 0;
     for (int k = 0; with_arg[k]; k++) known |= !strcmp(a, with_arg[k]);
     if (!known) return usage_error("unknown option '%s'", a);
     if (i + 1 >= argc || !argv[i + 1][0]) return usage_error("option %s needs an argument", a);
     const char *v = argv[++i];
     if (!strcmp(a, "--nccl") || !strcmp(a, "--nccl-lib")) opt_nccl = v;
-    else if (!strcmp(a, "--gpus")) { if (!parse_long(v, 1, 64, &gpus)) return usage_error("--gpus needs 1..64, not '%s'", v); }
+    else if (!strcmp(a, "--gpus")) { if (!parse_long(v, 1, 64, &gpus)) return usage_error("--gpus needs 1..64, not '%s'", v); gpus_given = 1; }
+    else if (!strcmp(a, "--ranks")) { if (!parse_long(v, 1, 64, &opt_ranks)) return usage_error("--ranks needs 1..64, not '%s'", v); }
     else if (!strcmp(a, "--budget")) { if (!parse_long(v, 1, 3600, &budget)) return usage_error("--budget needs 1..3600 seconds, not '%s'", v); }
     else if (!strcmp(a, "--timeout")) { if (!parse_long(v, 2, 600, &timeout)) return usage_error("--timeout needs 2..600 seconds, not '%s'", v); }
     else if (!strcmp(a, "--only")) only = v;
@@ -766,9 +806,17 @@ int ng_probe_main(int argc, char **argv) {
   if (!find_nccl(opt_nccl, python, &nccl, why, sizeof why)) return cannot("%s", why);
   int present = count_gpus(gpu_name, sizeof gpu_name, why, sizeof why);
   if (present < 1) return cannot("%s", why);
+  /* --ranks without --gpus: as many GPUs as there are ranks, up to those present */
+  if (opt_ranks && !gpus_given) gpus = opt_ranks;
   int used = (int)(gpus < present ? gpus : present);
-  char ver[32];
+  int nranks = opt_ranks ? (int)opt_ranks : used; /* of the scenarios of several ranks, and PyTorch's */
+  host_per_process = nranks > used;
+  char ver[32], layout[160];
   version_str(nccl.code, ver, sizeof ver);
+  if (host_per_process)
+    snprintf(layout, sizeof layout, "%d ranks on %d GPU%s as %d hosts (network transport)", nranks, used, used == 1 ? "" : "s", nranks);
+  else
+    snprintf(layout, sizeof layout, "%d of %d GPU%s", used, present, present == 1 ? "" : "s");
 
   /* where the runs' outputs go */
   int temp_out = 0;
@@ -789,6 +837,9 @@ int ng_probe_main(int argc, char **argv) {
 
   fprintf(stderr, "ncclguard-doctor --probe: NCCL %s, %s (found by %s)\n", ver, nccl.path, nccl.how);
   if (nccl.note[0]) fprintf(stderr, "ncclguard-doctor --probe: note: %s\n", nccl.note);
+  fprintf(stderr, "ncclguard-doctor --probe: every row runs on NCCL %s, the PyTorch rows too (put first with LD_PRELOAD)\n", ver);
+  if (host_per_process)
+    fprintf(stderr, "ncclguard-doctor --probe: %s: rank r on GPU r mod %d, each rank process a host of its own (NCCL_HOSTID)\n", layout, used);
   fprintf(stderr, "ncclguard-doctor --probe: %d of %d GPU%s (%s), ncclguard %s (%s); budget %ld s, %ld s a run\n", used, present,
           present == 1 ? "" : "s", gpu_name[0] ? gpu_name : "?", NG_PROBE_IDENTITY, guardlib, budget, timeout);
 
@@ -798,6 +849,7 @@ int ng_probe_main(int argc, char **argv) {
 
   struct result res[NSCEN];
   memset(res, 0, sizeof res);
+  int other_nccl = 0; /* rows whose runs said they loaded another NCCL */
   int nsel = 0, k = 0;
   for (int i = 0; i < NSCEN; i++) nsel += !only || regexec(&re, catalogue[i].name, 0, NULL, 0) == 0;
   for (int i = 0; i < NSCEN; i++) {
@@ -826,9 +878,10 @@ int ng_probe_main(int argc, char **argv) {
       fprintf(stderr, "  [%d/%d] %-24s %s\n", k, nsel, s->name, R->bare);
       continue;
     }
-    if (s->ranks > used) {
+    if (s->ranks > (opt_ranks ? nranks : used)) {
       R->run = 2;
-      if (present >= s->ranks) snprintf(R->bare, sizeof R->bare, "skip: needs %d GPUs (--gpus %d)", s->ranks, s->ranks);
+      if (opt_ranks) snprintf(R->bare, sizeof R->bare, "skip: needs %d ranks (--ranks %d)", s->ranks, s->ranks);
+      else if (present >= s->ranks) snprintf(R->bare, sizeof R->bare, "skip: needs %d GPUs (--gpus %d)", s->ranks, s->ranks);
       else snprintf(R->bare, sizeof R->bare, "skip: needs %d GPUs, %d here", s->ranks, present);
       snprintf(R->guard, sizeof R->guard, "%s", R->bare);
       snprintf(R->verdict, sizeof R->verdict, "skip");
@@ -849,7 +902,9 @@ int ng_probe_main(int argc, char **argv) {
     }
     char store[PATH_MAX + 1024], *av[32], rs[32];
     snprintf(rs, sizeof rs, "%llu", rsize);
-    build_argv(s, s->torch ? used : s->ranks, rs, rtimes, python, store, sizeof store, av, 32);
+    /* PyTorch: one process per rank; the scenarios of several ranks: --ranks when given, else their own count */
+    int rk = s->torch ? nranks : s->ranks > 1 && opt_ranks ? nranks : s->ranks;
+    build_argv(s, rk, rs, rtimes, python, store, sizeof store, av, 32);
     R->run = 1;
     double lim = left < timeout ? left : timeout;
     int cut;
@@ -888,7 +943,24 @@ int ng_probe_main(int argc, char **argv) {
       if (starts(R->guard, "hang")) snprintf(R->guard, sizeof R->guard, "stopped (time budget)");
       snprintf(R->verdict, sizeof R->verdict, "not run (time budget)");
     }
-    fprintf(stderr, "%s (%.1f s): %s\n", R->guard, R->guard_s, R->verdict);
+    /* the NCCL the runs loaded, as they say ("loaded NCCL version CODE": ngtest, torch_symm.py); a run that says
+     * nothing ran on the one probed (NGTEST_NCCL_LIB, or put first) */
+    snprintf(sub, sizeof sub, "%s/runs/%s.bare.txt", outdir, s->name);
+    int cb = loaded_code(sub);
+    snprintf(sub, sizeof sub, "%s/runs/%s.guard.txt", outdir, s->name);
+    int cg = loaded_code(sub);
+    R->nccl_code = cb ? cb : cg ? cg : nccl.code;
+    if ((cb && cb != nccl.code) || (cg && cg != nccl.code)) {
+      char vb[32], vg[32];
+      version_str(cb ? cb : nccl.code, vb, sizeof vb);
+      version_str(cg ? cg : nccl.code, vg, sizeof vg);
+      size_t l = strlen(R->verdict);
+      snprintf(R->verdict + l, sizeof R->verdict - l, " (ran on NCCL %s / %s, not %s)", vb, vg, ver);
+      other_nccl++;
+    }
+    char rv[32];
+    version_str(R->nccl_code, rv, sizeof rv);
+    fprintf(stderr, "%s (%.1f s): %s [NCCL %s]\n", R->guard, R->guard_s, R->verdict, rv);
     /* NCCL alone cannot do the normal thing here: nothing else can be measured */
     if (!strcmp(s->name, "normal") && !starts(R->bare, "ok"))
       return cannot("NCCL alone fails the normal scenario on this node (%s): fix that first (ncclguard-doctor without "
@@ -931,6 +1003,8 @@ int ng_probe_main(int argc, char **argv) {
     json_str(stdout, nccl.how);
     printf("},\"gpus\":{\"present\":%d,\"used\":%d,\"name\":", present, used);
     json_str(stdout, gpu_name);
+    printf("},\"ranks\":{\"count\":%d,\"hosts\":%d,\"layout\":", nranks, host_per_process ? nranks : 1);
+    json_str(stdout, layout);
     fputs("},\"ncclguard\":{\"version\":", stdout);
     json_str(stdout, NG_PROBE_IDENTITY);
     fputs(",\"lib\":", stdout);
@@ -954,6 +1028,12 @@ int ng_probe_main(int argc, char **argv) {
       json_str(stdout, R->guard);
       fputs(",\"verdict\":", stdout);
       json_str(stdout, R->verdict);
+      if (R->nccl_code) {
+        char rv[32];
+        version_str(R->nccl_code, rv, sizeof rv);
+        fputs(",\"nccl\":", stdout);
+        json_str(stdout, rv);
+      } else fputs(",\"nccl\":null", stdout);
       if (R->run == 1)
         printf(",\"bare_exit\":%d,\"guard_exit\":%d,\"bare_seconds\":%.2f,\"guard_seconds\":%.2f", R->bare_rc < 0 ? 137 : R->bare_rc,
                R->guard_rc < 0 ? 137 : R->guard_rc, R->bare_s, R->guard_s);
@@ -961,8 +1041,8 @@ int ng_probe_main(int argc, char **argv) {
     }
     fputs("]}\n", stdout);
   } else {
-    printf("ncclguard-doctor --probe: NCCL %s (%s, found by %s); %d of %d GPU%s\n", ver, nccl.path, nccl.how, used, present,
-           present == 1 ? "" : "s");
+    printf("ncclguard-doctor --probe: NCCL %s (%s, found by %s); %s; %s\n", ver, nccl.path, nccl.how, layout,
+           other_nccl ? "the rows marked 'ran on' loaded another NCCL" : "every row that ran ran on it, PyTorch's too");
     printf("%-24s | %-40s | %-40s | %s\n", "scenario", "NCCL alone", "with ncclguard", "verdict");
     printf("%-24s-+-%-40s-+-%-40s-+-%s\n", "------------------------", "----------------------------------------",
            "----------------------------------------", "--------");

@@ -1388,6 +1388,30 @@ static const char *diagnosis(const char *reason, const char *result) {
   return "see msg; rerun with NCCLGUARD_LOG=trace and NCCL_DEBUG=WARN for details";
 }
 
+/* The diagnosis of a first error: the call's own where the reason's advice would speak of another call. A failed
+ * ncclMemAlloc is an allocation; an ncclDevCommCreate that NCCL failed (reason nccl_error, whose advice speaks of a
+ * registration) is the device communicator, not a window: NCCL 2.29+ refuse requirements without
+ * NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER's magic (2.28's device API: PyTorch 2.11 on a newer NCCL), and NCCL 2.28
+ * across nodes without GIN answers "GIN not supported." (docs/PYTORCH.md §5; tests/fake/README.md). */
+static const char *first_diagnosis(const char *fn, const char *reason, const char *result) {
+  if (!strcmp(fn, "ncclMemAlloc"))
+    return "NCCL could not allocate the buffer (out of device memory, or no cuMem): the application allocates less or "
+           "falls back to a plain buffer; the line says whether a CUDA error was left";
+  const char *r = strncmp(reason, "peer_", 5) == 0 ? reason + 5 : reason;
+  if (strcmp(fn, "ncclDevCommCreate") != 0 || strcmp(r, "nccl_error") != 0) return diagnosis(reason, result);
+  static char b[1024];
+  if (!strcmp(result, "ncclInvalidUsage"))
+    snprintf(b, sizeof b, "NCCL failed to create the device communicator (ncclDevCommCreate), not a window registration: "
+             "on NCCL 2.29+ the requirements lack NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER's magic (a program built "
+             "against NCCL 2.28's device API, PyTorch 2.11 say: load the NCCL it was built with, or a build against this "
+             "NCCL); on NCCL 2.28 with ranks on several nodes, \"GIN not supported.\" (no GIN plugin); NCCL_DEBUG=WARN "
+             "says which");
+  else
+    snprintf(b, sizeof b, "NCCL failed to create the device communicator (ncclDevCommCreate), not a window registration: %s",
+             diagnosis("", result));
+  return b;
+}
+
 static void json_str(const char *s) {
   putchar('"');
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -1460,10 +1484,7 @@ static void first_text(char *out, size_t n, const char *title, const first_error
   FT_ADD("\n  fn=%s result=%s decision=%s reason=%s", f->fn[0] ? f->fn : "-", f->result[0] ? f->result : "-",
          f->decision[0] ? f->decision : "-", f->reason[0] ? f->reason : "-");
   if (f->bad_rank >= 0) FT_ADD(" bad_rank=%ld", f->bad_rank);
-  const char *diag = !strcmp(f->fn, "ncclMemAlloc")
-                         ? "NCCL could not allocate the buffer (out of device memory, or no cuMem): the application "
-                           "allocates less or falls back to a plain buffer; the line says whether a CUDA error was left"
-                         : diagnosis(f->reason, f->result);
+  const char *diag = first_diagnosis(f->fn, f->reason, f->result);
   FT_ADD("\n  msg: %s\n  at: %s:%ld\n", f->msg[0] ? f->msg : "-", f->file, f->line);
   if (!said_in(f->msg, diag)) FT_ADD("  diagnosis: %s\n", diag);
   if (f->bad_rank >= 0 && f->bad_rank != f->rank)
@@ -1503,7 +1524,7 @@ static void json_first(const first_error *f) {
   printf(",\"bad_rank\":%ld,\"msg\":", f->bad_rank);
   json_str(f->msg);
   printf(",\"diagnosis\":");
-  json_str(diagnosis(f->reason, f->result));
+  json_str(first_diagnosis(f->fn, f->reason, f->result));
   printf("}");
 }
 

@@ -155,6 +155,8 @@ struct ncclComm {
   volatile int teardown_hangs; /* revoked while that setup waited for a peer: its abort/destroy never returns */
   volatile int revoke_epoch; /* bumped by ncclCommRevoke: host waits begun before it end (abort flag) */
   int sym;              /* symmetric support (fn_symmetric), -1 until computed */
+  uint64_t host;        /* this process's host hash (fn_host_hash), posted at the init rendezvous */
+  int nnodes;           /* the distinct hosts among the ranks (NCCL's nNodes), from the init rendezvous */
   int inflight;         /* collectives enqueued and not finished */
   int ops;              /* its operations (fn_op) made and not yet freed */
   int freed;            /* destroyed or aborted, quiet: its memory may go to the next communicator
@@ -173,6 +175,9 @@ struct ncclComm {
 void fn_lock(void);
 void fn_unlock(void);
 struct ncclComm *fn_comm_new(void);
+/* NCCL's getHostHash: a hash of NCCL_HOSTID when set, else of the host name (NCCL adds the boot id: one
+ * machine either way), computed once per process like NCCL's (std::call_once; a forked child keeps it) */
+uint64_t fn_host_hash(void);
 void fn_comm_free(struct ncclComm *c); /* destroyed or aborted: reusable where FAKE_NCCL_REUSE_COMM_ADDR=1 */
 
 int fn_comm_known(struct ncclComm *c);

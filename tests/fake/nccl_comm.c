@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-struct init_rec { int pid, dev, rank, nranks; };
+struct init_rec { int pid, dev, rank, nranks; uint64_t host; };
 
 /* stage helper: attach to c's segment and take part in the init rendezvous (generation 0) */
 ncclResult_t fn_comm_init_rendezvous(struct fn_op *op, struct ncclComm *c, int complete)
@@ -18,7 +18,7 @@ ncclResult_t fn_comm_init_rendezvous(struct fn_op *op, struct ncclComm *c, int c
     if (!c->blocking) usleep((useconds_t)c->init_delay_ms * 1000);
     ncclResult_t r = fn_shm_attach(c, c->name, c->nranks);
     if (r != ncclSuccess) return r;
-    struct init_rec rec = {(int)getpid(), c->dev, c->rank, c->nranks};
+    struct init_rec rec = {(int)getpid(), c->dev, c->rank, c->nranks, c->host};
     c->xgen = 1;
     return fn_xpost(c, 0, &rec, sizeof rec);
   }
@@ -32,6 +32,15 @@ ncclResult_t fn_comm_init_rendezvous(struct fn_op *op, struct ncclComm *c, int c
       return ncclInvalidUsage;
     }
   }
+  /* nNodes: the distinct host hashes among the ranks */
+  int nodes = 0;
+  for (int i = 0; i < c->nranks; i++) {
+    uint64_t h = ((struct init_rec *)recs[i])->host;
+    int seen = 0;
+    for (int j = 0; j < i && !seen; j++) seen = ((struct init_rec *)recs[j])->host == h;
+    nodes += !seen;
+  }
+  c->nnodes = nodes > 0 ? nodes : 1;
   return ncclSuccess;
 }
 

@@ -211,6 +211,28 @@ void fn_comm_free(struct ncclComm *c)
   __atomic_store_n(&c->freed, 1, __ATOMIC_RELEASE);
 }
 
+/* NCCL's host identity (src/misc/utils.cc getHostHashOnce at v2.28.9-1, v2.29.7-1, v2.30.7-1): NCCL_HOSTID
+ * replaces the host name when set, and the hash is taken once per process. Ranks with different host hashes
+ * are on different nodes to NCCL (nNodes > 1): ranks that share one GPU as hosts of their own
+ * (tests/gpu/README.md "ranks as hosts", tests/gpu/hostid.c). */
+static uint64_t host_hash;
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+static void host_hash_once(void)
+{
+  char name[256] = "";
+  const char *id = getenv("NCCL_HOSTID");
+  if (id && *id) snprintf(name, sizeof name, "%s", id);
+  else if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "localhost");
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+  for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 1099511628211ULL;
+  host_hash = h ? h : 1;
+}
+uint64_t fn_host_hash(void)
+{
+  pthread_once(&host_once, host_hash_once);
+  return host_hash;
+}
+
 struct ncclComm *fn_comm_new(void)
 {
   struct ncclComm *c = fn_env_int("FAKE_NCCL_REUSE_COMM_ADDR", 0) == 1 ? take_freed() : NULL;
@@ -220,6 +242,8 @@ struct ncclComm *fn_comm_new(void)
   c->magic = 0xc0115eed;
   c->state = ST_INIT;
   c->sym = -1;
+  c->nnodes = 1;
+  c->host = fn_host_hash(); /* in the creating thread (a getenv in NCCL's init thread would race with setenv) */
   c->async = ncclSuccess;
   c->init_delay_ms = fn_env_int("FAKE_NCCL_INIT_DELAY_MS", 400);
   if (reused) return c; /* (its lock and condition made by take_freed) */

@@ -225,8 +225,13 @@ int fn_symmetric(struct ncclComm *c)
   else if (!fn_param("NCCL_WIN_ENABLE", 1) || !cumem_on()) s = 0;
   else if (v < 22807) /* isAllDirectP2p: >1 local rank, the P2P variables count (one node in the fake) */
     s = c->nranks > 1 && !fn_param("NCCL_P2P_DISABLE", 0) && nvml_all_p2p();
-  else /* isAllCudaP2p: NVML only (2.29+: and one LSA team, always here) */
+  else /* isAllCudaP2p: NVML only, of the ranks of one node (2.29+: and one LSA team: below) */
     s = nvml_all_p2p();
+  /* several nodes (ranks with different host ids): 2.29+ need GIN or every rank in the LSA team
+   * (init.cc at v2.29.7-1, v2.30.7-1: `symmetricSupport = isAllCudaP2p && ... && (globalGinSupport !=
+   * NCCL_GIN_CONNECTION_NONE || ncclTeamLsa(comm).nRanks == comm->nRanks)`); the fake has no GIN, and the LSA
+   * team is one node's ranks. 2.28 checks the local ranks' P2P only (transport.cc at v2.28.9-1): support kept */
+  if (s && v >= 22900 && c->nnodes > 1) s = 0;
   c->sym = s;
   return s;
 }
@@ -809,6 +814,30 @@ ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const
   ENTER();
   ncclResult_t r = fn_check_comm(comm, 0);
   if (r == ncclSuccess && (!outDevComm || !reqs)) { fn_set_error("ncclDevCommCreate: invalid argument"); r = ncclInvalidArgument; }
+  /* 2.29+: the requirements begin with size, magic and version (nccl_device/core.h at v2.29.7-1:
+   * NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER); a struct without the magic (a caller built against 2.28's device
+   * API, PyTorch 2.11 say: docs/PYTORCH.md §5) is refused (dev_runtime.cc at v2.29.7-1,
+   * v2.30.7-1: `reqs->magic != NCCL_API_MAGIC`). The 2.28 layout here (2.28.9's header) has no such field:
+   * read as bytes. */
+  if (r == ncclSuccess && fn_version() >= 22900) {
+    unsigned magic = 0;
+    memcpy(&magic, (const char *)reqs + sizeof(size_t), sizeof magic);
+    if (magic != 0xcafebeefu) {
+      fn_warn("Cannot create device communicator: ncclDevCommRequirements_t argument must be initialized via "
+              "NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER");
+      fn_set_error("ncclDevCommRequirements_t argument must be initialized via NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER");
+      r = ncclInvalidUsage;
+    }
+  }
+  /* 2.28 across nodes: a device communicator of several nodes turns GIN on (dev_runtime.cc at v2.28.9-1:
+   * `comm->nNodes > 1` activates it), and without a GIN plugin ncclGinConnectOnce answers WARN "GIN not
+   * supported." and ncclInvalidUsage (gin_host.cc at v2.28.9-1); measured with ranks on one GPU as two hosts
+   * (1 x H200, NCCL 2.28.9, 2026-12-04: PyTorch's rendezvous stopped there). 2.29+ turn GIN on only when the requirements ask for it. */
+  if (r == ncclSuccess && fn_version() >= 22800 && fn_version() < 22900 && comm->nnodes > 1) {
+    fn_warn("GIN not supported.");
+    fn_set_error("GIN not supported.");
+    r = ncclInvalidUsage;
+  }
   if (r == ncclSuccess && comm->damaged) { fn_set_error("communicator is in an error state"); r = ncclInternalError; }
   if (r == ncclSuccess) {
     memcpy(outDevComm, devcomm_pattern, sizeof devcomm_pattern);

@@ -28,6 +28,24 @@ def say(rank, world, msg):
     print(f"rank {rank}/{world}: {msg}", flush=True)
 
 
+def loaded_nccl():
+    """'CODE (PATH)' of the libnccl mapped into this process, from its own ncclGetVersion; 'unknown' if none"""
+    import ctypes
+    try:
+        with open("/proc/self/maps") as f:
+            paths = [ln.split()[-1] for ln in f if "/libnccl.so" in ln]  # not libncclguard.so
+    except OSError:
+        paths = []
+    for p in dict.fromkeys(paths):
+        try:
+            v = ctypes.c_int(0)
+            if ctypes.CDLL(p).ncclGetVersion(ctypes.byref(v)) == 0:
+                return f"{v.value} ({p})"
+        except (OSError, AttributeError):
+            continue
+    return "unknown"
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--mode", required=True, choices=["lazy", "lazy-subgroup", "eager", "collective-first"])
@@ -35,11 +53,18 @@ def main():
     a = p.parse_args()
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if os.environ.get("NGTEST_HOST_PER_PROCESS") == "1":
+        # ncclguard-doctor --probe --ranks N beyond the GPUs: ranks share a GPU, each process a host of its own
+        # to NCCL (NCCL_HOSTID), joined over its network transport, as the probe's other programs do
+        os.environ["NCCL_HOSTID"] = f"ngtest-{os.getpid()}"
     local = int(os.environ.get("LOCAL_RANK", rank))
     dev = torch.device("cuda", local % torch.cuda.device_count())
     torch.cuda.set_device(dev)
     if rank == 0:
         say(rank, world, f"torch {torch.__version__} nccl {torch.cuda.nccl.version()} mode {a.mode}")
+        # the NCCL this process really runs (the one put first with LD_PRELOAD, else the one PyTorch links), not
+        # the version PyTorch was built with: ncclGetVersion of the libnccl mapped here
+        say(rank, world, f"loaded NCCL version {loaded_nccl()}")
 
     kw = {"device_id": dev} if a.mode == "eager" else {}
     dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=120), **kw)

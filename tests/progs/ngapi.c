@@ -12,6 +12,34 @@
 #include <string.h>
 #include <unistd.h>
 
+/* ---- a host per process (NGTEST_HOST_PER_PROCESS=1) ----
+ * ncclguard-doctor --probe --ranks N, with more ranks than GPUs, runs ranks that share a GPU; NCCL refuses two
+ * ranks of one host on one GPU, and takes its host identity from NCCL_HOSTID. With NGTEST_HOST_PER_PROCESS=1
+ * this program and every child it forks (one process per rank) set NCCL_HOSTID=ngtest-<pid>: to NCCL each
+ * rank is on a host of its own, joined over the network transport (as tests/gpu/hostid.c does for the GPU
+ * suite). The string is a static buffer given to putenv; a forked child rewrites its pid in place (no
+ * allocation, no lock in the fork handler). */
+static char host_entry[48] = "NCCL_HOSTID=ngtest-";
+static void host_id_write(void) {
+  char d[24];
+  int n = 0;
+  unsigned long v = (unsigned long)getpid();
+  do {
+    d[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v && n < (int)sizeof d);
+  size_t at = sizeof "NCCL_HOSTID=ngtest-" - 1;
+  while (n > 0 && at + 1 < sizeof host_entry) host_entry[at++] = d[--n];
+  host_entry[at] = 0;
+}
+__attribute__((constructor)) static void host_per_process(void) {
+  const char* on = getenv("NGTEST_HOST_PER_PROCESS");
+  if (!on || strcmp(on, "1") != 0) return;
+  host_id_write();
+  putenv(host_entry);
+  pthread_atfork(NULL, NULL, host_id_write);
+}
+
 /* ---- NCCL ---- */
 struct ng_api_nccl {
 #define NG_API_PTR(ret, name, params) ret(*name) params;
