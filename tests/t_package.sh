@@ -231,11 +231,25 @@ check_venv() {
     fi
   done
   [ $ok = 1 ] && pass "pth-inactive-$k"
-  vrun "$v" bad NCCLGUARD=maybe -- python "$T/consumer.py" "$PROGS/libconsumer.so"
+  # a setting that is wrong stops the program at interpreter start (NCCLGUARD_STRICT, the default): one
+  # line each, status 2, the program not run (NCCLGUARD=maybe too: never unguarded unnoticed); not
+  # strict, NCCLGUARD=maybe is one warning and off
+  ok=1
+  for c in "NCCLGUARD=maybe|NCCLGUARD=maybe is not valid" "NCCLGUARD=1 NCCLGUARD_TIMOUT=5|NCCLGUARD_TIMOUT is not an ncclguard variable (did you mean NCCLGUARD_TIMEOUT?)" \
+           "NCCLGUARD=1 NCCLGUARD_TIMEOUT=abc|NCCLGUARD_TIMEOUT=abc is not valid"; do
+    # shellcheck disable=SC2086
+    vrun "$v" bad ${c%%|*} -- python "$T/consumer.py" "$PROGS/libconsumer.so"
+    if [ "$(rc_of bad)" != 2 ] || [ -s "$T/bad.std" ] || [ "$(wc -l <"$T/bad.err")" != 1 ] \
+       || ! grep -qF "ncclguard: ${c#*|}" "$T/bad.err" || ! has "$T/bad.err" 'not started \(NCCLGUARD_STRICT=0: warn and run\)$'; then
+      ok=0; fail "pth-bad-setting-refused-$k" "${c%%|*}: rc=$(rc_of bad) $(cat "$T/bad.std" "$T/bad.err" | head -5)"
+    fi
+  done
+  [ $ok = 1 ] && pass "pth-bad-setting-refused-$k"
+  vrun "$v" bad NCCLGUARD_STRICT=0 NCCLGUARD=maybe -- python "$T/consumer.py" "$PROGS/libconsumer.so"
   if [ "$(rc_of bad)" = 0 ] && has "$T/bad.std" '^GUARD_MAPPED False$' && [ "$(wc -l <"$T/bad.err")" = 1 ] \
      && has "$T/bad.err" 'NCCLGUARD WARN fn=python.activate msg="NCCLGUARD=maybe is not valid'; then
-    pass "pth-bad-value-warns-$k"
-  else fail "pth-bad-value-warns-$k" "$(cat "$T/bad.err")"; fi
+    pass "pth-bad-value-not-strict-warns-$k"
+  else fail "pth-bad-value-not-strict-warns-$k" "$(cat "$T/bad.err")"; fi
 
   # import ncclguard as the first line of the script
   vrun "$v" first NCCLGUARD_LOG=info -- python "$T/first_line.py" "$PROGS/libconsumer.so"

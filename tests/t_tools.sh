@@ -321,7 +321,7 @@ clean_env "$DOC" --connect-timeout x >/dev/null 2>&1; rc2=$?
 if [ $rc -eq 2 ] && [ $rc2 -eq 2 ]; then pass doctor-usage-error; else fail doctor-usage-error "rc=$rc/$rc2"; fi
 
 out=$(clean_env LD_LIBRARY_PATH="$T/empty" NCCLGUARD_LOG=loud NCCLGUARD_RETRYS=3 NCCLGUARD_AGREE=maybe timeout 60 "$DOC" --no-python 2>&1)
-if echo "$out" | grep -Eq '^FAIL +env\.NCCLGUARD_LOG .*not valid \(expected off\|warn' && echo "$out" | grep -Eq '^WARN +env\.NCCLGUARD_RETRYS .*unknown' \
+if echo "$out" | grep -Eq '^FAIL +env\.NCCLGUARD_LOG .*not valid \(expected off\|warn' && echo "$out" | grep -Eq '^FAIL +env\.NCCLGUARD_RETRYS +NCCLGUARD_RETRYS=3: unknown ncclguard variable \(did you mean NCCLGUARD_RETRIES\?\)' \
    && echo "$out" | grep -Eq '^FAIL +env\.NCCLGUARD_AGREE .*not valid \(expected 1/0, true/false'; then pass doctor-ncclguard-vars
 else fail doctor-ncclguard-vars "$(echo "$out" | grep NCCLGUARD | tr '\n' '|')"; fi
 
@@ -336,7 +336,7 @@ else fail doctor-invalid-config-exit-2 "rc=$rc (want 2) / no variable rc=$rc2 (w
 out=$(clean_env LD_LIBRARY_PATH="$T/empty" timeout 60 "$DOC" --config-only 2>&1); rc=$?
 out2=$(clean_env LD_LIBRARY_PATH="$T/empty" NCCLGUARD_TIMEOUT=abc timeout 60 "$DOC" --config-only 2>&1); rc2=$?
 out3=$(clean_env LD_LIBRARY_PATH="$T/empty" NCCL_WIN_ENABLE=0 timeout 60 "$DOC" --config-only --json 2>&1); rc3=$?
-out4=$(clean_env LD_LIBRARY_PATH="$T/empty" NCCLGUARD_RETRYS=3 timeout 60 "$DOC" --config-only --strict -q 2>&1); rc4=$?
+out4=$(clean_env LD_LIBRARY_PATH="$T/empty" NCCLGUARD_STRICT=0 NCCLGUARD_RETRYS=3 timeout 60 "$DOC" --config-only --strict -q 2>&1); rc4=$?
 if [ $rc -eq 0 ] && echo "$out" | grep -Eq '^OK +env\.ncclguard ' && echo "$out" | grep -Eq '^OK +env\.nccl ' \
    && ! echo "$out" | grep -Eq '^[A-Z]+ +(nccl|cuda|gpu|python|launcher|ncclguard)\.' && echo "$out" | grep -q '^ncclguard-doctor: 2 OK, 0 WARN, 0 FAIL$' \
    && [ $rc2 -eq 2 ] && echo "$out2" | grep -Eq '^FAIL +env\.NCCLGUARD_TIMEOUT ' \

@@ -784,15 +784,21 @@ static void check_guard_vars(void) {
     n++;
     snprintf(check, sizeof check, "env.%s", name);
     if (!var) {
-      report(WARN, check, "check the spelling (ncclguard-doctor --vars lists the variables)", "%s=%s: unknown ncclguard variable, ignored", name, v);
+      /* refused at entry under NCCLGUARD_STRICT (the default), a warning without it */
+      const char *sv = getenv("NCCLGUARD_STRICT");
+      struct ng_value sx = {1, 0};
+      int strict = !(sv && ng_tab_find("NCCLGUARD_STRICT") && !ng_var_check(ng_tab_find("NCCLGUARD_STRICT"), sv, &sx) && !sx.i);
+      report(strict ? FAIL : WARN, check,
+             strict ? "check the spelling (ncclguard-doctor --vars lists the variables); ncclguard-run and the Python package refuse it"
+                    : "check the spelling (ncclguard-doctor --vars lists the variables)",
+             "%s=%s: unknown ncclguard variable (did you mean %s?)", name, v, ng_var_closest(name));
       bad++;
       continue;
     }
     if (ng_var_check(var, v, NULL) != 0) {
       char expect[128];
-      const char *what = var->lib ? "ncclguard-run refuses it; the library alone warns and uses the default"
-                         : strcmp(ng_tab_reader(var), "python") ? "ncclguard-run refuses it"
-                                                                : "ncclguard-run refuses it; the Python package warns and leaves ncclguard off";
+      const char *what = var->lib ? "ncclguard-run and the Python package refuse it; the library alone warns and uses the default"
+                                  : "ncclguard-run and the Python package refuse it";
       char fix[256];
       snprintf(fix, sizeof fix, "fix the value or unset it (%s)", what);
       report(FAIL, check, fix, "%s=%s: not valid (expected %s)", name, v, ng_var_expect(var, expect, sizeof expect));
