@@ -264,3 +264,16 @@ else
   grep -qi 'wrong data.*not found\|cause is not' docs/behaviour.md && fail docs-open-case-named-by-readme "an open case outside '### Known open case'" \
     || pass docs-open-case-named-by-readme
 fi
+
+# --- CHANGELOG.md is release notes: short, grouped, about the product ------------------------------
+# under 120 lines; every entry under a "### " group; no paths into the sources or the tests, no
+# test-suite words; before the first tagged release nothing is "fixed" (there is nothing to compare with)
+cl=CHANGELOG.md
+nlines=$(wc -l <"$cl")
+internals=$(grep -nE '(^|[ (`])(shim|tests)/|failpoint|mutation|FAILPOINTS|t_[a-z_]+\.sh|\bfake\b' "$cl")
+ungrouped=$(awk '/^## /{g=0} /^### /{g=1} /^- / && !g {print NR": "$0}' "$cl")
+nrel=$(grep -c '^## ' "$cl")
+fixed=""
+[ "$nrel" = 1 ] && grep -q '^## .*(unreleased)' "$cl" && fixed=$(grep -nE '\b[Ff]ixed\b|\(was |no longer|\bBefore,|\bnow [a-z]+s\b' "$cl")
+if [ "$nlines" -lt 120 ] && [ -z "$internals" ] && [ -z "$ungrouped" ] && [ -z "$fixed" ]; then pass "changelog-release-notes ($nlines lines)"
+else fail changelog-release-notes "$nlines lines (under 120); internals: $(echo "$internals" | head -3 | tr '\n' '|'); ungrouped: $(echo "$ungrouped" | head -2 | tr '\n' '|'); relative to unreleased states: $(echo "$fixed" | head -3 | cut -c1-120 | tr '\n' '|')"; fi
