@@ -302,6 +302,35 @@ PYTHONPATH=$site/ncclguard/bin/python" ] && has "$T/hook.std" "^True $site/ncclg
     pass "docs-installed-$k"
   else fail "docs-installed-$k" "docs '$d': $(ls "$d" 2>&1 | tr '\n' ' '); metadata $meta; relative links: $rel"; fi
 
+  # every relative link of an installed page resolves inside the installed documentation (the wheel
+  # ships what its pages link: the GPU results, the test suite's overview)
+  links=$("$PY" - "$d" <<'PY'
+import os, re, sys
+root = os.path.realpath(sys.argv[1])
+def strip_code(text):
+    text = re.sub(r"(?ms)^```.*?^```[^\n]*$", "", text)
+    return re.sub(r"`[^`\n]*`", "", text)
+n, bad = 0, []
+for top, _, files in os.walk(root):
+    for f in files:
+        if not f.endswith(".md"):
+            continue
+        src = os.path.join(top, f)
+        for t in re.findall(r"\]\(([^)\s]+)\)", strip_code(open(src, encoding="utf-8").read())):
+            if re.match(r"[a-z][a-z0-9+.-]*:", t) or t.startswith("#"):
+                continue
+            n += 1
+            full = os.path.realpath(os.path.join(top, t.partition("#")[0]))
+            if not (full == root or full.startswith(root + os.sep)) or not os.path.exists(full):
+                bad.append("%s -> %s" % (os.path.relpath(src, root), t))
+print("n=%d" % n)
+print("\n".join(bad[:5]))
+PY
+)
+  nlinks=$(echo "$links" | sed -n 's/^n=//p'); badlinks=$(echo "$links" | grep -v '^n=' | grep .)
+  if [ "${nlinks:-0}" -gt 50 ] && [ -z "$badlinks" ]; then pass "docs-links-inside-package-$k ($nlinks links)"
+  else fail "docs-links-inside-package-$k" "n=$nlinks; not in the package: $(echo "$badlinks" | tr '\n' '|')"; fi
+
   # issue 21: python -m ncclguard --help shows its own options (--library-path), then the launcher's
   vrun "$v" phelp -- python -m ncclguard --help
   if [ "$(rc_of phelp)" = 0 ] && has "$T/phelp.std" '^Usage: python -m ncclguard ' && has "$T/phelp.std" '^ +--library-path ' \
