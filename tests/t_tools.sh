@@ -71,6 +71,23 @@ out2=$(clean_env "$RUN" --log-dir "$T/logs/b" -l warn sh -c 'echo "$NCCLGUARD_LO
 la=$(cd "$T/logs/a" 2>/dev/null && pwd -P)
 if [ -d "$T/logs/a" ] && [ "$out" = "info $la/ncclguard.%h.%p.%r.log" ] && [ "$out2" = warn ]; then pass run-log-dir
 else fail run-log-dir "got '$out' / '$out2'"; fi
+# a log file whose directory does not exist is refused (one line, status 2, nothing run), as a log
+# directory that cannot be made is (one line of the launcher's, mkdir's own message not before it);
+# a directory known only in each process (%h, %p, %r) and --print-env are not checked
+rm -f "$T/ran"
+out=$(clean_env "$RUN" --log-file "$T/none/dir/x.log" touch "$T/ran" 2>&1); rc=$?
+out2=$(clean_env NCCLGUARD_LOG_FILE="$T/none/d2/x.log" "$RUN" touch "$T/ran" 2>&1); rc2=$?
+touch "$T/plainfile"
+out3=$(clean_env "$RUN" --log-dir "$T/plainfile/sub" touch "$T/ran" 2>&1); rc3=$?
+out4=$(clean_env "$RUN" --log-file "$T/none/%h/x.log" true 2>&1); rc4=$?
+out5=$(clean_env "$RUN" --print-env --log-file "$T/none/dir/x.log" 2>&1); rc5=$?
+out6=$(clean_env "$RUN" --log-file "$T/x.%p.log" true 2>&1); rc6=$?
+if [ $rc = 2 ] && [ $rc2 = 2 ] && [ $rc3 = 2 ] && [ ! -e "$T/ran" ] \
+   && [ "$out" = "ncclguard-run: log file $T/none/dir/x.log: directory $T/none/dir does not exist (create it, or use --log-dir DIR, which does)" ] \
+   && [ "$out2" = "ncclguard-run: log file $T/none/d2/x.log: directory $T/none/d2 does not exist (create it, or use --log-dir DIR, which does)" ] \
+   && [ "$out3" = "ncclguard-run: cannot create log directory $T/plainfile/sub: Not a directory" ] \
+   && [ $rc4 = 0 ] && [ -z "$out4" ] && [ $rc5 = 0 ] && [ $rc6 = 0 ] && [ -z "$out6" ]; then pass run-log-file-missing-dir-refused
+else fail run-log-file-missing-dir-refused "rc=$rc/$rc2/$rc3/$rc4/$rc5/$rc6: '$out' '$out2' '$out3' '$out4'"; fi
 
 out=$(clean_env "$RUN" true 2>&1); rc=$?
 out2=$(clean_env "$RUN" -- sh -c 'exit 7' 2>&1); rc2=$?
