@@ -564,7 +564,7 @@ done
 # ---------------------------------------------------------------- make install / make uninstall
 # make help reads as text (no make syntax) and names uninstall
 out=$(make -C "$NG_ROOT" -s --no-print-directory help PREFIX=/opt/ng 2>&1)
-if ! echo "$out" | grep -q '\$' && echo "$out" | grep -q '^make install  *into /opt/ng: ' && echo "$out" | grep -q '^make uninstall '; then
+if ! echo "$out" | grep -q '\$' && echo "$out" | grep -q '^  make install  *into /opt/ng: ' && echo "$out" | grep -q '^  make uninstall '; then
   pass make-help
 else fail make-help "$(echo "$out" | grep -e install -e '\$' | tr '\n' '|')"; fi
 
@@ -652,3 +652,23 @@ PYTHONPATH=$i/share/ncclguard/python" ] && [ $r3 = 0 ] && [ $r4 = 0 ] && [ -z "$
      && [ $r5 != 0 ] && echo "$o5" | grep -q 'nothing to uninstall'; then pass make-install-uninstall
   else fail make-install-uninstall "rc=$r1/$r3/$r4/$r5 installed $got left '$left' kept '$kept': $(echo "$o1 $o2 $o4 $o5" | tr '\n' '|')"; fi
 else echo "# skip make-install-uninstall: the plain variant runs it"; fi
+
+# ---------------------------------------------------------------- the build
+# a second `make` rebuilds and relinks nothing (the identity is compiled in only when it changes, so
+# a `sudo make install` after `make` writes nothing into build/), and says nothing; a build step is
+# one short line, not the compiler's command line; `make help` gives a user's targets, then a
+# maintainer's (plain variant: its build is build/)
+if [ "$B" = "$NG_ROOT/build" ] && command -v make >/dev/null 2>&1; then
+  make -s -C "$NG_ROOT" all >/dev/null 2>&1
+  before=$(cd "$B" && ls -l --time-style=+%s.%N libncclguard.so ncclguard-doctor ncclguard-report ncclguard-run shim/version.o 2>&1)
+  out=$(make -C "$NG_ROOT" --no-print-directory all 2>&1); rc=$?
+  after=$(cd "$B" && ls -l --time-style=+%s.%N libncclguard.so ncclguard-doctor ncclguard-report ncclguard-run shim/version.o 2>&1)
+  out2=$(make -C "$NG_ROOT" --no-print-directory BUILD="$T/b2" "$T/b2/shim/vars.o" 2>&1); rc2=$?
+  help=$(make -C "$NG_ROOT" --no-print-directory help 2>&1)
+  users=$(echo "$help" | sed -n '/^Using ncclguard:/,/^Developing ncclguard:/p'); devs=$(echo "$help" | sed -n '/^Developing ncclguard:/,$p')
+  if [ $rc = 0 ] && [ -z "$out" ] && [ "$before" = "$after" ] && [ $rc2 = 0 ] && [ "$out2" = "  CC   shim/vars.c" ] \
+     && echo "$users" | grep -q 'make demo' && echo "$users" | grep -q 'make install' && ! echo "$users" | grep -qE 'make (test|fuzz|tables)' \
+     && echo "$devs" | grep -q 'make test ' && echo "$devs" | grep -q 'make test-quick' && echo "$devs" | grep -q 'make tables'; then
+    pass make-second-run-idle
+  else fail make-second-run-idle "rc=$rc/$rc2 out='$(echo "$out" | head -3 | tr '\n' '|')' step='$out2' changed: $([ "$before" = "$after" ] || echo yes) help: $(echo "$help" | head -2 | tr '\n' '|')"; fi
+else echo "# skip make-second-run-idle: the plain variant runs it"; fi
