@@ -323,6 +323,15 @@ if [ $rc = 0 ] && echo "$out" | grep -q 'WARN fn=config msg="NCCLGUARD_TIMOUT is
   pass config-lib-says-typo-at-log-off
 else fail config-lib-says-typo-at-log-off "rc=$rc: $(echo "$out" | tr '\n' '|')"; fi
 
+# an unknown name alone (every value valid) is said at load too, before any NCCL call (one line; the
+# constructor looks for unknown names, not only for bad values)
+out=$(env -i PATH="$PATH" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_TIMOUT=5 /bin/true 2>&1); rc=$?
+out2=$(env -i PATH="$PATH" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_TIMEOUT=5 /bin/true 2>&1)
+if [ $rc = 0 ] && [ "$(echo "$out" | grep -c .)" = 1 ] && [ -z "$out2" ] \
+   && echo "$out" | grep -q 'WARN fn=config msg="NCCLGUARD_TIMOUT is not an ncclguard variable, ignored (did you mean NCCLGUARD_TIMEOUT?)"'; then
+  pass config-lib-unknown-name-alone-at-load
+else fail config-lib-unknown-name-alone-at-load "rc=$rc: '$out' / valid: '$out2'"; fi
+
 # the doctor: an unknown name is a FAIL row with the closest name (WARN under NCCLGUARD_STRICT=0)
 out=$(doc NCCLGUARD_TIMOUT=5); out2=$(doc NCCLGUARD_STRICT=0 NCCLGUARD_TIMOUT=5)
 if echo "$out" | grep -Eq '^FAIL +env\.NCCLGUARD_TIMOUT +NCCLGUARD_TIMOUT=5: unknown ncclguard variable \(did you mean NCCLGUARD_TIMEOUT\?\)' \

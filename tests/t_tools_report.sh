@@ -206,6 +206,14 @@ if [ -s "$T/markup.html" ] && ! grep -q '<script>document.title\|<img src=x\|<b>
   pass report-html-escapes-log-input
 else fail report-html-escapes-log-input "$(grep -o '.\{0,40\}pwned.\{0,40\}\|.\{0,20\}img src.\{0,40\}' "$T/markup.html" | head -3 | tr '\n' '|')"; fi
 
+# '&' in log input is written as &amp; (a host or message holding "&lt;" must not read as "<" on the page)
+mkdir -p "$T/amp"
+printf '{"ts":1.0,"host":"a&b&lt;c","pid":7,"tid":7,"dev":-1,"level":"WARN","fn":"ncclCommWindowRegister","comm":"0x0","seq":-1,"result":"ncclInvalidArgument","us":1.0,"decision":"error","reason":"null_comm","msg":"x &amp; y"}\n' >"$T/amp/m.jsonl"
+"$REP" --html "$T/amp.html" "$T/amp" >/dev/null 2>&1
+if grep -q 'a&amp;b&amp;lt;c' "$T/amp.html" && grep -q 'x &amp;amp; y' "$T/amp.html" && ! grep -q 'a&b\|b&lt;c' "$T/amp.html"; then
+  pass report-html-escapes-ampersand
+else fail report-html-escapes-ampersand "$(grep -o '.\{0,20\}a&[^ ]*\|x &[^ ]* y' "$T/amp.html" | head -3 | tr '\n' '|')"; fi
+
 # drawn by a browser: the rank and row labels of the 4-rank grid, the first error, and a page whose
 # log input ran no script (its title unchanged)
 if [ -n "$CHROME" ]; then

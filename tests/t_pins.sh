@@ -1,0 +1,48 @@
+#!/bin/sh
+# Behaviours pinned one by one: each case fails when the behaviour it names is removed, and
+# tests/mutate/run has a mutation that removes it (the suite lists this script for it). Against the
+# fake NCCL, through the test programs, logs at info.
+. "$(dirname "$0")/lib.sh"
+
+logs() { cat "$T/$1".*.log 2>/dev/null; }
+# run NAME ENV... -- PROG ARGS...: PROG with ncclguard, logs into $T/NAME.*.log; $out and $rc
+run() {
+  n=$1; shift
+  envs=""
+  while [ "$1" != -- ]; do envs="$envs $1"; shift; done
+  shift
+  # shellcheck disable=SC2086
+  out=$(for e in $envs; do export "$e"; done; export NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/$n.%p.log"
+        fake_run "$@" 2>"$T/$n.err"); rc=$?
+}
+
+# NCCLGUARD_WINDOW_BUDGET: one WARN per crossing, and armed again once the live bytes fall back to it.
+# One rank registers one 2 MiB allocation three times, each window deregistered right after it (the
+# bytes go 2 MiB -> 0 three times: three crossings), then three times with every window kept (2, 4, 6 MiB:
+# one crossing).
+run rearm NCCLGUARD_WINDOW_BUDGET=1000000 -- "$PROGS/repeat" -n 1 --times 3 --rank1-drops
+rc1=$rc
+n1=$(logs rearm | grep -c 'WARN fn=budget msg=".* 1 live windows register 2097152 bytes, past NCCLGUARD_WINDOW_BUDGET=1000000')
+run once NCCLGUARD_WINDOW_BUDGET=1000000 -- "$PROGS/repeat" -n 1 --times 3
+n2=$(logs once | grep -c 'WARN fn=budget')
+if [ $rc1 = 0 ] && [ $rc = 0 ] && [ "$n1" = 3 ] && [ "$n2" = 1 ] && echo "$out" | grep -q 'windows=3 of 3'; then
+  pass "pin-budget-rearmed-after-fall (3 crossings warned, 1 when the bytes never fall back)"
+else fail pin-budget-rearmed-after-fall "rc=$rc1/$rc: $n1 WARN with the windows dropped (want 3), $n2 kept (want 1): $(echo "$out" | tail -1)"; fi
+
+# a successful ncclMemAlloc leaves a CUDA runtime error the application had not read yet as it was: the
+# reading before the call peeks (cudaPeekAtLastError), never resets (cudaGetLastError)
+out0=$(bare_run "$PROGS/memalloc" 4194304 --pending 2>/dev/null)
+run mapend -- "$PROGS/memalloc" 4194304 --pending
+if [ $rc = 0 ] && [ "$out0" = "memalloc result=0 ptr=set lasterr=cudaErrorInvalidDevice" ] && [ "$out" = "$out0" ] \
+   && logs mapend | grep -q 'INFO fn=ncclMemAlloc .*result=ncclSuccess .*decision=pass reason=ok'; then
+  pass pin-memalloc-success-keeps-pending-error
+else fail pin-memalloc-success-keeps-pending-error "rc=$rc: without '$out0', with '$out'"; fi
+
+# a split of a nonblocking parent (no config of its own) is nonblocking too: logged blocking=0 while it
+# initialises, and its first registration waits until it is ready, then registers on every rank
+run split -- "$PROGS/ngtest" --nonblocking --split --expect-win nonnull --timeout 30
+if [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*child-reg=ncclSuccess child-win=0x')" = 2 ] \
+   && [ "$(logs split | grep -c 'fn=ncclCommSplit .*blocking=0 state=initializing result=ncclInProgress')" = 2 ] \
+   && [ "$(logs split | grep -c 'fn=ncclCommWindowRegister .*nranks=1 .*decision=register reason=ok')" = 2 ]; then
+  pass pin-split-of-nonblocking-parent
+else fail pin-split-of-nonblocking-parent "rc=$rc: $(echo "$out" | grep RESULT | tr '\n' '|') $(logs split | grep -E 'fn=ncclCommSplit|WARN' | head -3 | cut -c1-200 | tr '\n' '|')"; fi
