@@ -277,3 +277,11 @@ fixed=""
 [ "$nrel" = 1 ] && grep -q '^## .*(unreleased)' "$cl" && fixed=$(grep -nE '\b[Ff]ixed\b|\(was |no longer|\bBefore,|\bnow [a-z]+s\b' "$cl")
 if [ "$nlines" -lt 120 ] && [ -z "$internals" ] && [ -z "$ungrouped" ] && [ -z "$fixed" ]; then pass "changelog-release-notes ($nlines lines)"
 else fail changelog-release-notes "$nlines lines (under 120); internals: $(echo "$internals" | head -3 | tr '\n' '|'); ungrouped: $(echo "$ungrouped" | head -2 | tr '\n' '|'); relative to unreleased states: $(echo "$fixed" | head -3 | cut -c1-120 | tr '\n' '|')"; fi
+
+# --- the README's first commands say what they cost: the full suite's time and download, and the
+# quicker run (make test-quick exists in the Makefile) -----------------------------------------------
+first=$(awk '/^```/{n++; next} n==1' README.md)
+if echo "$first" | grep -E '^make test-deps test ' | grep -qE '[0-9]+ min' \
+   && echo "$first" | grep -E '^make test-deps test ' | grep -qE '[0-9.]+ [GM]B' \
+   && echo "$first" | grep -q '^make test-quick ' && grep -q '^test-quick:' Makefile; then pass readme-first-commands-costs
+else fail readme-first-commands-costs "$(echo "$first" | tr '\n' '|')"; fi
