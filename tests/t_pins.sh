@@ -46,3 +46,12 @@ if [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*child-reg=ncclSuccess 
    && [ "$(logs split | grep -c 'fn=ncclCommWindowRegister .*nranks=1 .*decision=register reason=ok')" = 2 ]; then
   pass pin-split-of-nonblocking-parent
 else fail pin-split-of-nonblocking-parent "rc=$rc: $(echo "$out" | grep RESULT | tr '\n' '|') $(logs split | grep -E 'fn=ncclCommSplit|WARN' | head -3 | cut -c1-200 | tr '\n' '|')"; fi
+
+# window sizes that differ where the allocations do not are no layout that parts (NCCL 2.28.9 places a
+# window by its allocation, docs/NCCL.md): registered on every rank, no layout_mismatch
+run wsize FAKE_NCCL_VERSION=22809 NGTEST_ENV_RANK1=NGTEST_REG_SIZE=1048576 -- "$PROGS/ngtest" --expect-win nonnull --timeout 30
+if [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok')" = 2 ] \
+   && logs wsize | grep -q 'rank=1 .*size=1048576 .*decision=register reason=ok' \
+   && logs wsize | grep -q 'rank=0 .*size=2097152 .*decision=register reason=ok' && ! logs wsize | grep -q 'layout_mismatch'; then
+  pass pin-window-size-apart-from-allocation-size
+else fail pin-window-size-apart-from-allocation-size "rc=$rc: $(echo "$out" | grep RESULT | tr '\n' '|') $(logs wsize | grep -E 'WARN' | head -2 | cut -c1-200)"; fi

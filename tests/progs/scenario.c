@@ -291,6 +291,10 @@ static void phase_register(struct ng_rank* r, int n, int k) {
     void* b = bad && opt.null_buff ? NULL : (char*)t->base + t->off;
     size_t sz = bad && opt.zero_size ? 0 : opt.size;
     if (bad && opt.wrap_size && b) sz = (size_t)(UINTPTR_MAX - (uintptr_t)b) + 1 + opt.size; /* b + sz wraps */
+    /* NGTEST_REG_SIZE=BYTES: this process registers that size of its --size allocation (one rank alone:
+     * NGTEST_ENV_RANK1=NGTEST_REG_SIZE=...; window sizes that differ where the allocations do not) */
+    const char* rs = getenv("NGTEST_REG_SIZE");
+    if (rs && *rs && k == 0 && !opt.zero_size && !opt.wrap_size) sz = (size_t)strtoull(rs, NULL, 0);
     ncclWindow_t* wp = bad && opt.null_win ? NULL : &t->win;
     ncclResult_t rc;
     NCALL(q, 1, rc, ncclCommWindowRegister(c, b, sz, wp, opt.flags),
