@@ -55,3 +55,13 @@ if [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok')" = 2 ] \
    && logs wsize | grep -q 'rank=0 .*size=2097152 .*decision=register reason=ok' && ! logs wsize | grep -q 'layout_mismatch'; then
   pass pin-window-size-apart-from-allocation-size
 else fail pin-window-size-apart-from-allocation-size "rc=$rc: $(echo "$out" | grep RESULT | tr '\n' '|') $(logs wsize | grep -E 'WARN' | head -2 | cut -c1-200)"; fi
+
+# NCCL 2.30.7: only an exact repeat (same buffer, size and flags) of a live window is served from it; the
+# same buffer and size with other flags is a registration of its own
+run rep1 FAKE_NCCL_VERSION=23007 -- "$PROGS/ngtest" --twice --timeout 30
+r1=$rc; n1=$(logs rep1 | grep -c 'fn=ncclCommWindowRegister .*flags=1 .*decision=reuse reason=ok')
+run rep0 FAKE_NCCL_VERSION=23007 NGTEST_SECOND_FLAGS=0 -- "$PROGS/ngtest" --twice --timeout 30
+n0=$(logs rep0 | grep -c 'fn=ncclCommWindowRegister .*flags=0 .*decision=register reason=ok')
+if [ $r1 = 0 ] && [ $rc = 0 ] && [ "$n1" = 2 ] && [ "$n0" = 2 ] && ! logs rep0 | grep -q 'decision=reuse'; then
+  pass pin-repeat-with-other-flags-not-reused
+else fail pin-repeat-with-other-flags-not-reused "rc=$r1/$rc: $n1 reuse of the exact repeat (want 2), $n0 registrations with flags 0 (want 2)"; fi

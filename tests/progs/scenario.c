@@ -304,9 +304,12 @@ static void phase_register(struct ng_rank* r, int n, int k) {
     t->registered = 1;
     if (opt.twice) {
       ncclWindow_t* wp2 = bad && opt.null_win ? NULL : &t->win2;
-      NCALL(q, 1, rc, ncclCommWindowRegister(c, b, sz, wp2, opt.flags),
+      /* NGTEST_SECOND_FLAGS=N: the second registration's flags (a repeat of the buffer and size, other flags) */
+      const char* sf = getenv("NGTEST_SECOND_FLAGS");
+      int f2 = sf && *sf ? (int)strtol(sf, NULL, 0) : opt.flags;
+      NCALL(q, 1, rc, ncclCommWindowRegister(c, b, sz, wp2, f2),
             "ncclCommWindowRegister(comm=%p, buff=%p, size=%zu, win=%p, flags=%d) [second]", (void*)c, b, sz,
-            (void*)wp2, opt.flags);
+            (void*)wp2, f2);
       if (!is_err(t->reg_rc)) t->reg_rc = rc;
     }
   }
