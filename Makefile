@@ -75,14 +75,23 @@ check-nccl-header:
 	  "demo need an nccl.h of 2.28.7 or newer; $(NCCL_INCLUDE)/nccl.h is $${1:-?}.$${2:-?}.$${3:-?}: set" \
 	  "NCCL_INCLUDE to a newer one (the nvidia-nccl wheel's nvidia/nccl/include, e.g. PyTorch's), or run make" \
 	  "deps-headers" >&2; exit 1; }
+# What the build prints: one short line per step ("  CC  shim/policy.c"), nothing under make -s, the
+# whole command lines with V=1.
+V ?=
+Q = $(if $(V),,@)
+ng_say = $(if $(V)$(findstring s,$(firstword -$(MAKEFLAGS))),,@printf '  %-4s %s\n' '$(1)' '$(2)')
 # No NCCL or CUDA include directory: the library must not see nccl.h or cuda.h.
 $(BUILD)/shim/%.o: shim/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -MMD -MP -c $< -o $@
-# The identity is compiled in afresh at every build (a tiny file), so the revision is never stale.
-$(BUILD)/shim/version.o: shim/version.c FORCE
+	$(call ng_say,CC,$<)
+	$(Q)$(CC) $(ALL_CFLAGS) -fvisibility=hidden -MMD -MP -c $< -o $@
+# The identity is compiled in when it changes (the stamp is rewritten only then), so the revision is
+# never stale and a second `make` rebuilds and relinks nothing (a `sudo make install` after `make`
+# writes nothing into $(BUILD)/).
+$(BUILD)/shim/version.o: shim/version.c VERSION $(NG_IDENT_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fvisibility=hidden $(NG_IDENT) -MMD -MP -c $< -o $@
+	$(call ng_say,CC,$<)
+	$(Q)$(CC) $(ALL_CFLAGS) -fvisibility=hidden $(NG_IDENT) -MMD -MP -c $< -o $@
 .PHONY: FORCE
 FORCE:
 $(NG_IDENT_STAMP): FORCE
@@ -92,12 +101,14 @@ $(NG_IDENT_STAMP): FORCE
 # sanitizer runtimes are set up: never instrumented.
 $(BUILD)/shim/exports.o $(BUILD)/shim/dlsym.o $(BUILD)/shim/elfsym.o: $(BUILD)/shim/%.o: shim/%.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(WARN) $(CFLAGS) -fPIC -pthread -fvisibility=hidden -MMD -MP -c $< -o $@
+	$(call ng_say,CC,$<)
+	$(Q)$(CC) -std=gnu11 $(WARN) $(CFLAGS) -fPIC -pthread -fvisibility=hidden -MMD -MP -c $< -o $@
 
 lib: $(SHIM)
 
 $(SHIM): $(SHIM_OBJ) shim/ncclguard.map
-	$(CC) $(ALL_CFLAGS) -shared -Wl,--version-script=shim/ncclguard.map -Wl,-z,defs -Wl,--as-needed \
+	$(call ng_say,LD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -shared -Wl,--version-script=shim/ncclguard.map -Wl,-z,defs -Wl,--as-needed \
 	  -o $@ $(SHIM_OBJ) -ldl -lpthread
 
 # Header dependencies of a target built in one command from several sources (gcc's -MMD keeps
@@ -192,31 +203,33 @@ dist:
 clean:
 	rm -rf build build-asan build-ubsan build-tsan build-py dist ncclguard.egg-info
 
-# The targets, one line each.
+# The targets, one line each: a user's first, then a maintainer's.
 .PHONY: help
 help:
-	@echo 'make deps        the Debian/Ubuntu packages the build and the demo need (apt-get: a C compiler,'
-	@echo '                 uthash); without the CUDA toolkit, also nccl.h and cuda.h from pinned PyPI'
-	@echo '                 wheels, into .deps/ (with python3-pip)'
-	@echo 'make test-deps   make deps, plus what the tests need: valgrind, clang, python3-venv, patchelf,'
-	@echo '                 chromium where the distribution has it (docs/install.md: sizes)'
-	@echo 'make headers     where the tests and the demo take nccl.h and cuda.h from, in one line'
-	@echo 'make             the library and the tools, into $(BUILD)/ (= make all)'
-	@echo 'make lib         the library alone, $(BUILD)/libncclguard.so'
-	@echo 'make tools       ncclguard-run, ncclguard-doctor, ncclguard-report, into $(BUILD)/'
-	@echo 'make demo        build, then run the demo against the fake NCCL (no GPU needed); its logs'
-	@echo '                 go to $(BUILD)/demo-logs, and it ends with ncclguard-report on them'
-	@echo 'make test        the whole CPU suite: plain, AddressSanitizer, UBSan (what CI runs)'
-	@echo 'make test-quick  the CPU suite once, plain (tests/run; -k NAME for one script)'
-	@echo 'make testbins    the fakes and test programs the suite runs'
-	@echo 'make install     into $(DESTDIR)$(PREFIX): lib/, bin/, libexec/ncclguard, share/ncclguard/python (PREFIX=dir;'
-	@echo '                 DESTDIR=dir stages it under dir)'
-	@echo 'make uninstall   remove what make install wrote (the same PREFIX and DESTDIR), nothing else'
-	@echo 'make dist        the Python sdist and manylinux wheel, into dist/ (the first run: ~100 MB of'
-	@echo '                 build tools from PyPI, kept in ~/.cache/ncclguard)'
-	@echo 'make docs        regenerate docs/configuration.md from shim/vars.def (make readme: the same)'
-	@echo 'make tables      regenerate docs/LOG.md, the Python hook schema and the catalogue in docs/NCCL.md'
-	@echo 'make fuzz        longer fuzzing by hand (FUZZ_TIME=s); fuzz-cov: coverage of the corpus'
-	@echo 'make progs-real  the test programs linked against a real libnccl and libcudart (NCCL_LIB, CUDA_LIB)'
-	@echo 'make clean       remove the build directories and dist/'
-	@echo 'Options: BUILD=dir SAN=asan|ubsan|tsan CC=... NCCL_INCLUDE=dir CUDA_INCLUDE=dir'
+	@echo 'Using ncclguard:'
+	@echo '  make deps        the Debian/Ubuntu packages the build and the demo need (apt-get: a C compiler,'
+	@echo '                   uthash); without the CUDA toolkit, also nccl.h and cuda.h from pinned PyPI'
+	@echo '                   wheels, into .deps/ (with python3-pip)'
+	@echo '  make             the library and the tools, into $(BUILD)/ (= make all; V=1: the whole commands)'
+	@echo '  make demo        build, then run the demo against the fake NCCL (no GPU needed); its logs'
+	@echo '                   go to $(BUILD)/demo-logs, and it ends with ncclguard-report on them'
+	@echo '  make install     into $(DESTDIR)$(PREFIX): lib/, bin/, libexec/ncclguard, share/ncclguard/python (PREFIX=dir;'
+	@echo '                   DESTDIR=dir stages it under dir)'
+	@echo '  make uninstall   remove what make install wrote (the same PREFIX and DESTDIR), nothing else'
+	@echo '  make dist        the Python sdist and manylinux wheel, into dist/ (the first run: ~100 MB of'
+	@echo '                   build tools from PyPI, kept in ~/.cache/ncclguard)'
+	@echo '  make clean       remove the build directories and dist/'
+	@echo 'Developing ncclguard:'
+	@echo '  make test-deps   make deps, plus what the tests need: valgrind, clang, python3-venv, patchelf,'
+	@echo '                   chromium where the distribution has it (about 1.2 GB; docs/install.md: sizes)'
+	@echo '  make test        the whole CPU suite: plain, AddressSanitizer, UBSan (what CI runs; about 50 min)'
+	@echo '  make test-quick  the CPU suite once, plain (tests/run; -k NAME for one script)'
+	@echo '  make testbins    the fakes and test programs the suite runs'
+	@echo '  make headers     where the tests and the demo take nccl.h and cuda.h from, in one line'
+	@echo '  make lib         the library alone, $(BUILD)/libncclguard.so'
+	@echo '  make tools       ncclguard-run, ncclguard-doctor, ncclguard-report, into $(BUILD)/'
+	@echo '  make docs        regenerate docs/configuration.md from shim/vars.def (make readme: the same)'
+	@echo '  make tables      regenerate docs/LOG.md, the Python hook schema and the catalogue in docs/NCCL.md'
+	@echo '  make fuzz        longer fuzzing by hand (FUZZ_TIME=s); fuzz-cov: coverage of the corpus'
+	@echo '  make progs-real  the test programs linked against a real libnccl and libcudart (NCCL_LIB, CUDA_LIB)'
+	@echo 'Options: BUILD=dir SAN=asan|ubsan|tsan CC=... NCCL_INCLUDE=dir CUDA_INCLUDE=dir V=1'

@@ -40,18 +40,24 @@ TOOLS = ("ncclguard-run", "ncclguard-doctor", "ncclguard-report")
 # The start-up file: one line, executed by site.py at every start of this environment's Python.
 # Without NCCLGUARD (or with a false value: the table's words in any case) it costs one dictionary
 # lookup and imports nothing; any other value imports the package, whose switch() judges it as the
-# launcher and the doctor do (a value that is not valid: one warning, not turned on).
+# launcher and the doctor do (a value that is not valid: refused, status 2; NCCLGUARD_STRICT=0: one
+# warning, not turned on).
 PTH = 'import os; os.environ.get("NCCLGUARD", "0").lower() not in ("0", "false", "no", "off") and __import__("ncclguard")\n'
 
 
 # The documentation installed with the package, into ncclguard/docs/ with the source tree's layout (so
 # that the links between these files work, and a path the tools' --help names, such as
 # tools/README.md or docs/NCCL.md, is that path under the folder `python -m ncclguard --docs` prints).
-DOCS = ("README.md", "CHANGELOG.md", "LICENSE", "docs/*.md", "tools/README.md", "tools/python/README.md")
+# With them the pages they link: the GPU results the manual cites as evidence and the test suite's
+# overview (tests/README.md and the result files it links), so that every relative link of a shipped
+# page resolves inside the package (tests/t_package.sh checks it).
+DOCS = ("README.md", "CHANGELOG.md", "LICENSE", "docs/*.md", "tools/README.md", "tools/python/README.md",
+        "tests/README.md", "tests/gpu/README.md", "tests/gpu/results/*.md", "tests/bench/RESULTS.md",
+        "tests/failpoints-RESULTS.md", "tests/mutate/RESULTS.md")
 
 DOCS_NOTE = ("> Installed with pip, the documentation this page names (README.md, CHANGELOG.md, docs/, "
-             "tools/README.md, tools/python/README.md) is in the package: `python -m ncclguard --docs` "
-             "prints its folder. The test results it names are in the source repository.")
+             "tools/README.md, tools/python/README.md, the GPU results under tests/gpu/results/) is in the "
+             "package: `python -m ncclguard --docs` prints its folder.")
 
 
 def long_description():

@@ -1,5 +1,7 @@
 /* NCCLGUARD_* variables: read once with secure_getenv (setuid programs ignore them), validated by
- * the one reader of the table (vars.def, vars.c); a bad value warns and keeps the default. */
+ * the one reader of the table (vars.def, vars.c); a bad value or an unknown name warns (whatever the
+ * level) and keeps the default: a library never exits, and failing NCCL's calls for a typo would stop
+ * a job NCCL alone runs. ncclguard-run and the Python package refuse those at entry (NCCLGUARD_STRICT). */
 #define _GNU_SOURCE
 #include <sys/auxv.h>
 #include <errno.h>
@@ -89,7 +91,12 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void init_once(void) {
   ng_parse_env(&ng_cfg);
+  /* Said whatever NCCLGUARD_LOG says (off too): a setting the user made is not taken, and the library
+   * cannot refuse to run as ncclguard-run and the Python package do (NCCLGUARD_STRICT). */
+  int saved = ng_cfg.log_level;
+  if (nbad && ng_cfg.log_level < NG_LOG_WARN) ng_cfg.log_level = NG_LOG_WARN;
   for (int i = 0; i < nbad; i++) ng_log_msg(NG_LOG_WARN, -1, "config", "%s", bad[i]);
+  ng_cfg.log_level = saved;
   if (ng_cfg.dump) ng_dump_config();
 }
 

@@ -19,6 +19,10 @@
 #define NG_BAD_VALUE_FMT "%s=%.60s is not valid (expected %s); using the default %s"
 /* The warning for an NCCLGUARD_* name that is no variable: the name, the closest known name. */
 #define NG_UNKNOWN_VAR_FMT "%.60s is not an ncclguard variable, ignored (did you mean %s?)"
+/* The same two where the setting is refused rather than warned about (NCCLGUARD_STRICT: the Python
+ * package; ncclguard-run writes its own, which also quotes the value). */
+#define NG_REFUSED_VALUE_FMT "%s=%.60s is not valid (expected %s)"
+#define NG_REFUSED_VAR_FMT "%.60s is not an ncclguard variable (did you mean %s?)"
 
 /* The values of the ENUM variables, in the order of their CHOICES in vars.def. */
 enum ng_level { NG_LOG_OFF = 0, NG_LOG_WARN = 1, NG_LOG_INFO = 2, NG_LOG_TRACE = 3 };

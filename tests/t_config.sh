@@ -68,17 +68,36 @@ out=$(clean_env NCCLGUARD_LOG=verbose "$RUN" -l info sh -c 'echo "$NCCLGUARD_LOG
 out2=$(clean_env NCCLGUARD_LOG=INFO NCCLGUARD_TIMEOUT=1e3 NCCLGUARD=yes NCCLGUARD_PYHOOK=Off "$RUN" true 2>&1); rc2=$?
 if [ $rc = 0 ] && [ "$out" = info ] && [ $rc2 = 0 ] && [ -z "$out2" ]; then pass config-run-env-valid-and-overridden
 else fail config-run-env-valid-and-overridden "rc=$rc/$rc2: '$out' / '$out2'"; fi
-# an unknown NCCLGUARD_* name runs, with a warning naming the closest variable
+# an unknown NCCLGUARD_* name (a typo) is refused under NCCLGUARD_STRICT (the default): one line naming
+# the closest variable, status 2, nothing run; NCCLGUARD_STRICT=0 or --no-strict: a warning, and it runs
 ok=1 msg=""
-for c in NCCLGUARD_TIMEOT=NCCLGUARD_TIMEOUT NCCLGUARD_ONFAILURE=NCCLGUARD_ON_FAILURE NCCLGUARD_pyhook=NCCLGUARD_PYHOOK; do
+for c in NCCLGUARD_TIMOUT=NCCLGUARD_TIMEOUT NCCLGUARD_TIMEOT=NCCLGUARD_TIMEOUT NCCLGUARD_ONFAILURE=NCCLGUARD_ON_FAILURE NCCLGUARD_pyhook=NCCLGUARD_PYHOOK; do
   n=${c%%=*}
   rm -f "$T/ran"
   out=$(clean_env "$n=5" "$RUN" touch "$T/ran" 2>&1); rc=$?
-  want="ncclguard-run: warning: environment: $n is not an ncclguard variable, ignored (did you mean ${c#*=}?)"
-  [ $rc = 0 ] && [ -e "$T/ran" ] && [ "$out" = "$want" ] || { ok=0; msg="$msg rc=$rc '$out'"; }
+  want="ncclguard-run: environment: $n is not an ncclguard variable (did you mean ${c#*=}?); not run (NCCLGUARD_STRICT=0: warn and run)"
+  [ $rc = 2 ] && [ ! -e "$T/ran" ] && [ "$out" = "$want" ] || { ok=0; msg="$msg strict: rc=$rc '$out'"; }
+  for how in "NCCLGUARD_STRICT=0 $RUN" "NCCLGUARD_STRICT=off $RUN" "$RUN --no-strict"; do
+    rm -f "$T/ran"
+    # shellcheck disable=SC2086
+    out=$(clean_env "$n=5" $how sh -c 'touch "$0"; env | grep -c "^NCCLGUARD_[A-Za-z]*=5"' "$T/ran" 2>&1); rc=$?
+    want="ncclguard-run: warning: environment: $n is not an ncclguard variable (did you mean ${c#*=}?), ignored
+0"
+    [ -e "$T/ran" ] && [ "$out" = "$want" ] || { ok=0; msg="$msg $how: rc=$rc '$out'"; }
+  done
 done
-if [ $ok = 1 ]; then pass config-run-env-unknown-warns; else fail config-run-env-unknown-warns "$msg"; fi
-else echo "# skip config-run-env-valid-and-overridden, config-run-env-unknown-warns: the plain variant runs them"; fi
+if [ $ok = 1 ]; then pass config-run-env-unknown-refused; else fail config-run-env-unknown-refused "$msg"; fi
+# not strict, a bad value is a warning and passed on: the library says it and uses the default
+out=$(clean_env NCCLGUARD_STRICT=0 NCCLGUARD_TIMEOUT=abc "$RUN" sh -c 'echo "ran $NCCLGUARD_TIMEOUT"' 2>&1); rc=$?
+if [ $rc = 0 ] && echo "$out" | grep -qx "ncclguard-run: warning: environment: NCCLGUARD_TIMEOUT='abc' is not valid (expected a number in \[0.001, 10000000\]); passed on (the library warns and uses the default)" \
+   && echo "$out" | grep -qx 'ran abc'; then pass config-run-not-strict-bad-value-warns
+else fail config-run-not-strict-bad-value-warns "rc=$rc: $(echo "$out" | tr '\n' '|')"; fi
+# NCCLGUARD_STRICT itself not valid: refused (strict stays on)
+out=$(clean_env NCCLGUARD_STRICT=maybe NCCLGUARD_TIMOUT=1 "$RUN" true 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$out" | grep -qx "ncclguard-run: environment: NCCLGUARD_STRICT='maybe' is not valid (expected 1/0, true/false, yes/no or on/off)" \
+   && echo "$out" | grep -q 'NCCLGUARD_TIMOUT is not an ncclguard variable (did you mean NCCLGUARD_TIMEOUT?); not run'; then pass config-run-strict-bad-is-strict
+else fail config-run-strict-bad-is-strict "rc=$rc: $(echo "$out" | tr '\n' '|')"; fi
+else echo "# skip config-run-env-valid-and-overridden, config-run-env-unknown-refused, config-run-not-strict-bad-value-warns, config-run-strict-bad-is-strict: the plain variant runs them"; fi
 
 # NCCLGUARD (the Python package's switch) is a variable of the table: the doctor checks it (status 2
 # when not valid, even with --config-only), --vars lists it, docs/configuration.md's table has it
@@ -186,7 +205,7 @@ while IFS= read -r val; do
   out=$(for n in $names; do printf '%s=%s\0' "$n" "$val"; done | \
     xargs -0 sh -c 'r=$1 l=$2; shift 2; exec env -i PATH="$PATH" HOME="$0" "$@" "$r" --lib "$l" --print-env' "$T" "$RUN" "$SHIM" 2>&1 >/dev/null)
   for n in $names; do
-    if printf '%s\n' "$out" | grep -q "^ncclguard-run: environment: $n='"; then v=bad; else v=ok; fi
+    if printf '%s\n' "$out" | grep -Eq "^ncclguard-run: (warning: )?environment: $n='"; then v=bad; else v=ok; fi
     printf '%s\t%s\t%s\n' "$n" "$val" "$v" >>"$T/env.v"
   done
 done <"$T/vals"
@@ -266,13 +285,56 @@ if echo "$o1" | grep -q '^on here: \+no: python -m ncclguard does not turn it on
    && echo "$o3" | grep -q "^on here: \+yes: .*libncclguard.so is preloaded"; then pass python-m-ncclguard-on-here
 else fail python-m-ncclguard-on-here "$(printf '%s\n--\n%s\n--\n%s' "$o1" "$o2" "$o3" | head -12 | tr '\n' '|')"; fi
 
-# the Python route: import ncclguard (or NCCLGUARD=1) loads the library, which says a bad value or an
-# unknown name at once, before any NCCL call (plain variant: a sanitizer build needs its runtime first)
+# the Python route, import ncclguard (or NCCLGUARD=1): under NCCLGUARD_STRICT (the default) a bad value or
+# an unknown name stops the program before the library is loaded: one line each on stderr, status 2 (also
+# NCCLGUARD=maybe, which must not run unguarded unnoticed); NCCLGUARD_STRICT=0: the library, loaded, says
+# each at once, before any NCCL call (plain variant: a sanitizer build needs its runtime first)
 if [ "${NG_VARIANT:-plain}" = plain ]; then
-  out=$(cd "$T" && clean_env NCCLGUARD_LIB="$SHIM" NCCLGUARD_ON_FAILURE=eror NCCLGUARD_TIMEOT=3 \
-        PYTHONPATH="$NG_ROOT/python:$NG_ROOT/tools/python" "$PY" -c 'import ncclguard, sys; sys.stderr.write("state=%s\n" % ncclguard.state())' 2>&1)
+  pyrun() { (cd "$T" && clean_env NCCLGUARD_LIB="$SHIM" PYTHONPATH="$NG_ROOT/python:$NG_ROOT/tools/python" "$@" \
+           "$PY" -c 'import ncclguard, sys; sys.stderr.write("state=%s\n" % ncclguard.state())' 2>&1); }
+  out=$(pyrun NCCLGUARD_ON_FAILURE=eror NCCLGUARD_TIMEOT=3); rc=$?
+  out2=$(pyrun NCCLGUARD=maybe); rc2=$?
+  out3=$(pyrun NCCLGUARD=1 NCCLGUARD_TIMOUT=5); rc3=$?
+  want='ncclguard: NCCLGUARD_ON_FAILURE=eror is not valid (expected degrade|error)
+ncclguard: NCCLGUARD_TIMEOT is not an ncclguard variable (did you mean NCCLGUARD_TIMEOUT?); not started (NCCLGUARD_STRICT=0: warn and run)'
+  if [ $rc = 2 ] && [ "$out" = "$want" ] && [ $rc2 = 2 ] && [ $rc3 = 2 ] \
+     && [ "$out2" = 'ncclguard: NCCLGUARD=maybe is not valid (expected 1/0, true/false, yes/no or on/off); not started (NCCLGUARD_STRICT=0: warn and run)' ] \
+     && [ "$out3" = 'ncclguard: NCCLGUARD_TIMOUT is not an ncclguard variable (did you mean NCCLGUARD_TIMEOUT?); not started (NCCLGUARD_STRICT=0: warn and run)' ]; then
+    pass config-python-import-refuses
+  else fail config-python-import-refuses "rc=$rc/$rc2/$rc3 (want 2): $(printf '%s|%s|%s' "$out" "$out2" "$out3" | tr '\n' '|')"; fi
+  out=$(pyrun NCCLGUARD_STRICT=0 NCCLGUARD_ON_FAILURE=eror NCCLGUARD_TIMEOT=3)
+  out2=$(pyrun NCCLGUARD_STRICT=0 NCCLGUARD=maybe); rc2=$?
   if echo "$out" | grep -q 'msg="NCCLGUARD_ON_FAILURE=eror is not valid (expected degrade|error); using the default degrade"' \
      && echo "$out" | grep -q 'msg="NCCLGUARD_TIMEOT is not an ncclguard variable, ignored (did you mean NCCLGUARD_TIMEOUT?)"' \
-     && echo "$out" | grep -q '^state=loaded$'; then pass config-python-import-warns-at-once
-  else fail config-python-import-warns-at-once "$(echo "$out" | head -4 | tr '\n' '|')"; fi
-else echo "# skip config-python-import-warns-at-once: the plain variant runs it"; fi
+     && echo "$out" | grep -q '^state=loaded$' && [ "$(echo "$out" | wc -l)" = 3 ] \
+     && [ $rc2 = 0 ] && echo "$out2" | grep -q '^state=off$' && echo "$out2" | grep -q 'msg="NCCLGUARD=maybe is not valid'; then
+    pass config-python-not-strict-warns-at-once
+  else fail config-python-not-strict-warns-at-once "$(printf '%s|%s' "$out" "$out2" | tr '\n' '|')"; fi
+  # NCCLGUARD=0 turns the package off: nothing checked, the program runs
+  out=$(pyrun NCCLGUARD=0 NCCLGUARD_TIMOUT=5); rc=$?
+  if [ $rc = 0 ] && [ "$out" = state=off ]; then pass config-python-off-unchecked
+  else fail config-python-off-unchecked "rc=$rc: $out"; fi
+else echo "# skip config-python-import-refuses, config-python-not-strict-warns-at-once, config-python-off-unchecked: the plain variant runs them"; fi
+
+# the library preloaded alone cannot refuse: it says a typo at load whatever NCCLGUARD_LOG says (off too)
+out=$(env -i PATH="$PATH" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG=off NCCLGUARD_TIMOUT=5 NCCLGUARD_RETRIES=x /bin/true 2>&1); rc=$?
+if [ $rc = 0 ] && echo "$out" | grep -q 'WARN fn=config msg="NCCLGUARD_TIMOUT is not an ncclguard variable, ignored (did you mean NCCLGUARD_TIMEOUT?)"' \
+   && echo "$out" | grep -q 'WARN fn=config msg="NCCLGUARD_RETRIES=x is not valid' && [ "$(echo "$out" | wc -l)" = 2 ]; then
+  pass config-lib-says-typo-at-log-off
+else fail config-lib-says-typo-at-log-off "rc=$rc: $(echo "$out" | tr '\n' '|')"; fi
+
+# an unknown name alone (every value valid) is said at load too, before any NCCL call (one line; the
+# constructor looks for unknown names, not only for bad values)
+out=$(env -i PATH="$PATH" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_TIMOUT=5 /bin/true 2>&1); rc=$?
+out2=$(env -i PATH="$PATH" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_TIMEOUT=5 /bin/true 2>&1)
+if [ $rc = 0 ] && [ "$(echo "$out" | grep -c .)" = 1 ] && [ -z "$out2" ] \
+   && echo "$out" | grep -q 'WARN fn=config msg="NCCLGUARD_TIMOUT is not an ncclguard variable, ignored (did you mean NCCLGUARD_TIMEOUT?)"'; then
+  pass config-lib-unknown-name-alone-at-load
+else fail config-lib-unknown-name-alone-at-load "rc=$rc: '$out' / valid: '$out2'"; fi
+
+# the doctor: an unknown name is a FAIL row with the closest name (WARN under NCCLGUARD_STRICT=0)
+out=$(doc NCCLGUARD_TIMOUT=5); out2=$(doc NCCLGUARD_STRICT=0 NCCLGUARD_TIMOUT=5)
+if echo "$out" | grep -Eq '^FAIL +env\.NCCLGUARD_TIMOUT +NCCLGUARD_TIMOUT=5: unknown ncclguard variable \(did you mean NCCLGUARD_TIMEOUT\?\)' \
+   && echo "$out2" | grep -Eq '^WARN +env\.NCCLGUARD_TIMOUT +NCCLGUARD_TIMOUT=5: unknown ncclguard variable \(did you mean NCCLGUARD_TIMEOUT\?\)'; then
+  pass config-doctor-unknown-did-you-mean
+else fail config-doctor-unknown-did-you-mean "$(printf '%s|%s' "$out" "$out2" | tr '\n' '|')"; fi

@@ -94,6 +94,7 @@ if [ -x "$B/real/main_local" ] && [ -f "$FAKE/libnccl.so.2" ]; then
   [ $frc -ne 0 ] && [ -n "$fbi" ] && [ "$fbi" = "$fgi" ] && [ $fgrc = 0 ] && echo "$fg" | grep -q 'register_null_comm=4' \
     && pass "bare-run-answers-before-nccl-crash (bare rc=$frc: $fb)" \
     || fail bare-run-answers-before-nccl-crash "bare rc=$frc '$fb' / with ncclguard rc=$fgrc '$fg'"
+else echo "# skip bare-run-answers-before-nccl-crash: no $B/real/main_local or fake libnccl (make testbins)"
 fi
 if [ -x "$B/real/main_local" ] && [ -n "$REALNCCL" ]; then
   R="$B/real"
@@ -205,6 +206,7 @@ if [ -x "$B/real/main_local" ]; then
     [ -n "$pb" ] && [ "$pb" = "$pg" ] && pass "feature-detection-$v ($(echo "$pb" | grep -o '[A-Za-z]*=absent' | sed 's/=absent//' | tr '\n' ' ' | sed 's/ $//;s/^$/all found/;s/^\([^a]\)/absent: \1/'))" \
       || fail "feature-detection-$v" "without: $pb | with: $pg"
   done
+else echo "# skip real-nccl-*-rtld-local, feature-detection-*: no $B/real/main_local (make testbins)"
 fi
 
 # --- a log line longer than its buffer stays valid: the value is cut and marked, JSON still parses ------

@@ -212,3 +212,76 @@ if [ -x "$GEN" ]; then
 else
   echo "# skip catalogue: no $GEN (make all builds it)"
 fi
+
+# --- the user docs speak of the product as it is: no development-log phrases ----------------------
+# (the dated records, tests/gpu/results/ and the reference docs NCCL.md and PYTORCH.md, may keep them)
+userdocs="README.md CHANGELOG.md docs/quickstart.md docs/install.md docs/troubleshooting.md docs/configuration.md
+docs/behaviour.md docs/LOG.md tools/README.md tools/python/README.md"
+devlog='not in a results file|seen once|reproduced since|older versions|a version without|not yet re-measured|not re-measured|known and not solved|not measured this session|before it stopped being lent|the 2-GPU kind'
+# shellcheck disable=SC2086
+hits=$(grep -niE "$devlog" $userdocs)
+[ -z "$hits" ] && pass docs-no-devlog-phrases || fail docs-no-devlog-phrases "$(echo "$hits" | head -5 | cut -c1-160 | tr '\n' '|')"
+printf '%s\n' 'measured 2026-12-01; not in a results file' 'seen once and not reproduced since' '(older versions; x)' \
+  'Known and not solved: a restart' 'An install made by a version without make uninstall' >"$T/bad"
+printf '%s\n' 'a results file holds it' 'the version without a revision' 'once per crossing' >"$T/good"
+nbad=$(grep -ciE "$devlog" "$T/bad"); ngood=$(grep -ciE "$devlog" "$T/good")
+[ "$nbad" = 5 ] && [ "$ngood" = 0 ] && pass devlog-pattern || fail devlog-pattern "bad=$nbad/5 good=$ngood/0"
+
+# --- LOG.md's key table names every decision of shim/decisions.def ---------------------------------
+row=$(grep '^| `decision` |' docs/LOG.md)
+bad=""; n=0
+for d in $(sed -n 's/^NG_DECISION([A-Z_]*, "\([a-z_]*\)".*/\1/p' shim/decisions.def); do
+  n=$((n + 1)); echo "$row" | grep -qE "[ ,]$d[ ,;(]" || bad="$bad $d"
+done
+[ "$n" -ge 9 ] && [ -z "$bad" ] && pass "log-doc-decisions-listed ($n)" || fail log-doc-decisions-listed "not in the decision key's row of docs/LOG.md:$bad (n=$n)"
+
+# --- jargon is defined where a reader first meets it -----------------------------------------------
+# behaviour.md's Terms section defines each term; in every user doc the first line that uses one
+# defines it there or links that section (behaviour.md itself: at or after its Terms heading)
+bad=""
+tline=$(grep -n '^## Terms$' docs/behaviour.md | cut -d: -f1)
+for t in 'GIN' 'LSA' 'revok' 'agreement round'; do
+  sed -n '/^## Terms$/,/^## /p' docs/behaviour.md | grep -q "^- \*\*[^*]*$t" || \
+    sed -n '/^## Terms$/,/^## /p' docs/behaviour.md | grep -qi "^- \*\*$t" || bad="$bad behaviour.md:Terms-lacks-$t"
+  for f in $userdocs; do
+    [ "$f" = CHANGELOG.md ] && continue # release notes: one line each, read after the manual
+    l=$(grep -niP -m1 "\\b$t" "$f") || continue
+    n=${l%%:*}
+    case "$f" in
+      docs/behaviour.md) [ -n "$tline" ] && [ "$n" -gt "$tline" ] || bad="$bad $f:$n:$t" ;;
+      # that line or the next two (a sentence that wraps)
+      *) sed -n "${n},$((n + 2))p" "$f" | grep -qE 'behaviour\.md#terms' || bad="$bad $f:$n:$t" ;;
+    esac
+  done
+done
+[ -n "$tline" ] && [ -z "$bad" ] && pass docs-terms-defined-at-first-use || fail docs-terms-defined-at-first-use "first use without a definition or link to behaviour.md#terms:$bad"
+
+# --- the docs agree: the README's promise names the one open case behaviour.md keeps ---------------
+if grep -q '^### Known open case$' docs/behaviour.md; then
+  grep -q 'behaviour\.md#known-open-case' README.md && pass docs-open-case-named-by-readme \
+    || fail docs-open-case-named-by-readme "docs/behaviour.md keeps an open case; README.md's 'never worse' does not link it"
+else
+  grep -qi 'wrong data.*not found\|cause is not' docs/behaviour.md && fail docs-open-case-named-by-readme "an open case outside '### Known open case'" \
+    || pass docs-open-case-named-by-readme
+fi
+
+# --- CHANGELOG.md is release notes: short, grouped, about the product ------------------------------
+# under 120 lines; every entry under a "### " group; no paths into the sources or the tests, no
+# test-suite words; before the first tagged release nothing is "fixed" (there is nothing to compare with)
+cl=CHANGELOG.md
+nlines=$(wc -l <"$cl")
+internals=$(grep -nE '(^|[ (`])(shim|tests)/|failpoint|mutation|FAILPOINTS|t_[a-z_]+\.sh|\bfake\b' "$cl")
+ungrouped=$(awk '/^## /{g=0} /^### /{g=1} /^- / && !g {print NR": "$0}' "$cl")
+nrel=$(grep -c '^## ' "$cl")
+fixed=""
+[ "$nrel" = 1 ] && grep -q '^## .*(unreleased)' "$cl" && fixed=$(grep -nE '\b[Ff]ixed\b|\(was |no longer|\bBefore,|\bnow [a-z]+s\b' "$cl")
+if [ "$nlines" -lt 120 ] && [ -z "$internals" ] && [ -z "$ungrouped" ] && [ -z "$fixed" ]; then pass "changelog-release-notes ($nlines lines)"
+else fail changelog-release-notes "$nlines lines (under 120); internals: $(echo "$internals" | head -3 | tr '\n' '|'); ungrouped: $(echo "$ungrouped" | head -2 | tr '\n' '|'); relative to unreleased states: $(echo "$fixed" | head -3 | cut -c1-120 | tr '\n' '|')"; fi
+
+# --- the README's first commands say what they cost: the full suite's time and download, and the
+# quicker run (make test-quick exists in the Makefile) -----------------------------------------------
+first=$(awk '/^```/{n++; next} n==1' README.md)
+if echo "$first" | grep -E '^make test-deps test ' | grep -qE '[0-9]+ min' \
+   && echo "$first" | grep -E '^make test-deps test ' | grep -qE '[0-9.]+ [GM]B' \
+   && echo "$first" | grep -q '^make test-quick ' && grep -q '^test-quick:' Makefile; then pass readme-first-commands-costs
+else fail readme-first-commands-costs "$(echo "$first" | tr '\n' '|')"; fi

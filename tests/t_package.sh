@@ -231,11 +231,25 @@ check_venv() {
     fi
   done
   [ $ok = 1 ] && pass "pth-inactive-$k"
-  vrun "$v" bad NCCLGUARD=maybe -- python "$T/consumer.py" "$PROGS/libconsumer.so"
+  # a setting that is wrong stops the program at interpreter start (NCCLGUARD_STRICT, the default): one
+  # line each, status 2, the program not run (NCCLGUARD=maybe too: never unguarded unnoticed); not
+  # strict, NCCLGUARD=maybe is one warning and off
+  ok=1
+  for c in "NCCLGUARD=maybe|NCCLGUARD=maybe is not valid" "NCCLGUARD=1 NCCLGUARD_TIMOUT=5|NCCLGUARD_TIMOUT is not an ncclguard variable (did you mean NCCLGUARD_TIMEOUT?)" \
+           "NCCLGUARD=1 NCCLGUARD_TIMEOUT=abc|NCCLGUARD_TIMEOUT=abc is not valid"; do
+    # shellcheck disable=SC2086
+    vrun "$v" bad ${c%%|*} -- python "$T/consumer.py" "$PROGS/libconsumer.so"
+    if [ "$(rc_of bad)" != 2 ] || [ -s "$T/bad.std" ] || [ "$(wc -l <"$T/bad.err")" != 1 ] \
+       || ! grep -qF "ncclguard: ${c#*|}" "$T/bad.err" || ! has "$T/bad.err" 'not started \(NCCLGUARD_STRICT=0: warn and run\)$'; then
+      ok=0; fail "pth-bad-setting-refused-$k" "${c%%|*}: rc=$(rc_of bad) $(cat "$T/bad.std" "$T/bad.err" | head -5)"
+    fi
+  done
+  [ $ok = 1 ] && pass "pth-bad-setting-refused-$k"
+  vrun "$v" bad NCCLGUARD_STRICT=0 NCCLGUARD=maybe -- python "$T/consumer.py" "$PROGS/libconsumer.so"
   if [ "$(rc_of bad)" = 0 ] && has "$T/bad.std" '^GUARD_MAPPED False$' && [ "$(wc -l <"$T/bad.err")" = 1 ] \
      && has "$T/bad.err" 'NCCLGUARD WARN fn=python.activate msg="NCCLGUARD=maybe is not valid'; then
-    pass "pth-bad-value-warns-$k"
-  else fail "pth-bad-value-warns-$k" "$(cat "$T/bad.err")"; fi
+    pass "pth-bad-value-not-strict-warns-$k"
+  else fail "pth-bad-value-not-strict-warns-$k" "$(cat "$T/bad.err")"; fi
 
   # import ncclguard as the first line of the script
   vrun "$v" first NCCLGUARD_LOG=info -- python "$T/first_line.py" "$PROGS/libconsumer.so"
@@ -287,6 +301,35 @@ PYTHONPATH=$site/ncclguard/bin/python" ] && has "$T/hook.std" "^True $site/ncclg
      && [ -f "$meta" ] && grep -q 'python -m ncclguard --docs' "$meta" && [ -z "$rel" ]; then
     pass "docs-installed-$k"
   else fail "docs-installed-$k" "docs '$d': $(ls "$d" 2>&1 | tr '\n' ' '); metadata $meta; relative links: $rel"; fi
+
+  # every relative link of an installed page resolves inside the installed documentation (the wheel
+  # ships what its pages link: the GPU results, the test suite's overview)
+  links=$("$PY" - "$d" <<'PY'
+import os, re, sys
+root = os.path.realpath(sys.argv[1])
+def strip_code(text):
+    text = re.sub(r"(?ms)^```.*?^```[^\n]*$", "", text)
+    return re.sub(r"`[^`\n]*`", "", text)
+n, bad = 0, []
+for top, _, files in os.walk(root):
+    for f in files:
+        if not f.endswith(".md"):
+            continue
+        src = os.path.join(top, f)
+        for t in re.findall(r"\]\(([^)\s]+)\)", strip_code(open(src, encoding="utf-8").read())):
+            if re.match(r"[a-z][a-z0-9+.-]*:", t) or t.startswith("#"):
+                continue
+            n += 1
+            full = os.path.realpath(os.path.join(top, t.partition("#")[0]))
+            if not (full == root or full.startswith(root + os.sep)) or not os.path.exists(full):
+                bad.append("%s -> %s" % (os.path.relpath(src, root), t))
+print("n=%d" % n)
+print("\n".join(bad[:5]))
+PY
+)
+  nlinks=$(echo "$links" | sed -n 's/^n=//p'); badlinks=$(echo "$links" | grep -v '^n=' | grep .)
+  if [ "${nlinks:-0}" -gt 50 ] && [ -z "$badlinks" ]; then pass "docs-links-inside-package-$k ($nlinks links)"
+  else fail "docs-links-inside-package-$k" "n=$nlinks; not in the package: $(echo "$badlinks" | tr '\n' '|')"; fi
 
   # issue 21: python -m ncclguard --help shows its own options (--library-path), then the launcher's
   vrun "$v" phelp -- python -m ncclguard --help

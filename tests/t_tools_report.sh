@@ -206,6 +206,14 @@ if [ -s "$T/markup.html" ] && ! grep -q '<script>document.title\|<img src=x\|<b>
   pass report-html-escapes-log-input
 else fail report-html-escapes-log-input "$(grep -o '.\{0,40\}pwned.\{0,40\}\|.\{0,20\}img src.\{0,40\}' "$T/markup.html" | head -3 | tr '\n' '|')"; fi
 
+# '&' in log input is written as &amp; (a host or message holding "&lt;" must not read as "<" on the page)
+mkdir -p "$T/amp"
+printf '{"ts":1.0,"host":"a&b&lt;c","pid":7,"tid":7,"dev":-1,"level":"WARN","fn":"ncclCommWindowRegister","comm":"0x0","seq":-1,"result":"ncclInvalidArgument","us":1.0,"decision":"error","reason":"null_comm","msg":"x &amp; y"}\n' >"$T/amp/m.jsonl"
+"$REP" --html "$T/amp.html" "$T/amp" >/dev/null 2>&1
+if grep -q 'a&amp;b&amp;lt;c' "$T/amp.html" && grep -q 'x &amp;amp; y' "$T/amp.html" && ! grep -q 'a&b\|b&lt;c' "$T/amp.html"; then
+  pass report-html-escapes-ampersand
+else fail report-html-escapes-ampersand "$(grep -o '.\{0,20\}a&[^ ]*\|x &[^ ]* y' "$T/amp.html" | head -3 | tr '\n' '|')"; fi
+
 # drawn by a browser: the rank and row labels of the 4-rank grid, the first error, and a page whose
 # log input ran no script (its title unchanged)
 if [ -n "$CHROME" ]; then
@@ -223,6 +231,31 @@ if [ -n "$CHROME" ]; then
     pass "report-html-labels-drawn (ranks: $ranks)"
   else fail report-html-labels-drawn "ranks '$ranks'; $(echo "$dom" | grep -o '<h2>[^<]*</h2>\|columns: [^<]*' | head -3 | tr '\n' '|')"; fi
 else echo "# skip report-html-labels-drawn: no chromium"; fi
+
+# the page's colours are the grid's: the error count in the error colour (not the divergent one), the
+# first error and the first degraded window keyed by their outcome's colour and placed (a NULL
+# communicator: in no grid); a communicator without registrations gets a line, not an empty grid; a
+# grid without a divergent row has no gutter for the divergent bar (4 ranks x 24 px, nothing left of them)
+W2="$T/words2"; mkdir -p "$W2"; cp "$W"/*.log "$W2/"
+for r in 0 1 2 3; do
+  printf 'vm:20%d:20%d [%d] NCCLGUARD INFO fn=ncclCommInitRank comm=0x2 cid=00000000000000bb rank=%d nranks=4 result=ncclSuccess us=1.0 decision=pass reason=ok\n' $r $r $r $r
+done >"$W2/idle.log"
+"$REP" --html "$T/words2.html" "$W2" >/dev/null 2>&1
+if grep -q ', <span class="err">1 error line</span>\.' "$T/words2.html" && ! grep -q 'class="div">[0-9]* error line' "$T/words2.html" \
+   && grep -q '^<p class="key"><i class="sw" style="background:#c62828"></i>the first error: on no communicator' "$T/words2.html" \
+   && grep -q '^<p class="key"><i class="sw" style="background:#f9a825"></i>the first degraded window: a degrade cell' "$T/words2.html" \
+   && grep -q '"color":"#c62828"' "$T/words2.html" && grep -q '"color":"#f9a825"' "$T/words2.html"; then
+  pass report-html-grid-colours
+else fail report-html-grid-colours "$(grep -o 'error line[^.]*\|<p class="key">[^<]*<[^>]*>[^<]*' "$T/words2.html" | head -3 | tr '\n' '|')"; fi
+if [ -n "$CHROME" ]; then
+  dom=$(HOME="$T" timeout -k 5 120 "$CHROME" --headless --disable-gpu --no-sandbox --user-data-dir="$T/chrome4" \
+        --window-size=1000,800 --dump-dom "file://$T/words2.html" 2>>"$T/chrome.log")
+  if [ -z "$dom" ]; then echo "# skip report-html-no-empty-grid: $CHROME dumped no page: $(tail -1 "$T/chrome.log")"
+  elif [ "$(echo "$dom" | grep -o '<canvas' | wc -l)" = 1 ] && echo "$dom" | grep -q '<canvas width="96"' \
+     && echo "$dom" | grep -q 'comm 00000000000000bb — 4 ranks x 0 registrations, 0 divergent</h2><p class="axes">no window registrations: nothing to draw</p>'; then
+    pass report-html-no-empty-grid
+  else fail report-html-no-empty-grid "$(echo "$dom" | grep -o '<canvas[^>]*>\|<h2>comm[^<]*</h2><p[^>]*>[^<]*' | head -4 | tr '\n' '|')"; fi
+else echo "# skip report-html-no-empty-grid: no chromium"; fi
 
 # ---------------------------------------------------------------- layouts that part, overdue calls, registered memory
 # Logs the library writes (the fake NCCL; tests/t_policy.sh and tests/t_faults.sh check the lines themselves),

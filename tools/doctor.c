@@ -382,6 +382,11 @@ static void detect_guard(void) {
 
 static int nccl_code; /* version of the libnccl found, 0 if none */
 
+/* The catalogue's reports that the two rows below are about: named there, and not again as a
+ * known-bug line (one bug, one line). */
+#define NULL_COMM_REPORT "pytorch/pytorch#188567"
+#define CAPTURE_REPORT "vllm-project/vllm#54626"
+
 /* What a version means for window registration; `who` names the library ("libnccl", "PyTorch's NCCL"). */
 static void nccl_version_checks(int code, const char *prefix) {
   char v[32], name[64];
@@ -389,13 +394,13 @@ static void nccl_version_checks(int code, const char *prefix) {
   snprintf(name, sizeof name, "%s.null-comm", prefix);
   if (code < NG_NCCL_VERSION(2, 29, 0) && guard_on)
     report(OK, name, NULL,
-           "NCCL %s: ncclCommWindowRegister on a NULL communicator dereferences it (SIGSEGV, before 2.29); guarded: ncclguard is on "
-           "(%s) and answers it with ncclInvalidArgument", v, guard_how);
+           "NCCL %s: ncclCommWindowRegister on a NULL communicator dereferences it (SIGSEGV, before 2.29; %s); guarded: ncclguard is on "
+           "(%s) and answers it with ncclInvalidArgument", v, NULL_COMM_REPORT, guard_how);
   else if (code < NG_NCCL_VERSION(2, 29, 0))
     report(WARN, name, "run the job under ncclguard-run (answers it with ncclInvalidArgument), and create communicators eagerly (PyTorch: init_process_group(..., device_id=...))",
-           "NCCL %s: ncclCommWindowRegister on a NULL communicator dereferences it (SIGSEGV, before 2.29) - what a lazy PyTorch communicator triggers", v);
+           "NCCL %s: ncclCommWindowRegister on a NULL communicator dereferences it (SIGSEGV, before 2.29) - what a lazy PyTorch communicator triggers (%s)", v, NULL_COMM_REPORT);
   else
-    report(OK, name, NULL, "NCCL %s: a NULL communicator returns ncclInvalidArgument (2.29+), no crash", v);
+    report(OK, name, NULL, "NCCL %s: a NULL communicator returns ncclInvalidArgument (2.29+), no crash (%s)", v, NULL_COMM_REPORT);
   snprintf(name, sizeof name, "%s.graph-capture", prefix);
   if (code < NG_NCCL_VERSION(2, 30, 7) && guard_on) {
     const char *cap = getenv("NCCLGUARD_CAPTURE");
@@ -403,11 +408,11 @@ static void nccl_version_checks(int code, const char *prefix) {
                       : cap && !strcasecmp(cap, "degrade") ? "degrades it on every rank (NCCLGUARD_CAPTURE=degrade: a NULL window), the capture intact"
                                                            : "registers it in relaxed capture mode (NCCLGUARD_CAPTURE=relaxed), the capture intact";
     report(OK, name, NULL,
-           "NCCL %s: registration during CUDA graph capture fails and invalidates the capture (fixed in 2.30.7); guarded: ncclguard is on "
-           "(%s) and %s", v, guard_how, how);
+           "NCCL %s: registration during CUDA graph capture fails and invalidates the capture (fixed in 2.30.7; %s); guarded: ncclguard is on "
+           "(%s) and %s", v, CAPTURE_REPORT, guard_how, how);
   } else if (code < NG_NCCL_VERSION(2, 30, 7))
     report(WARN, name, "register windows before stream capture starts, or upgrade to NCCL 2.30.7+",
-           "NCCL %s: registration during CUDA graph capture fails (ncclUnhandledCudaError) and invalidates the capture (fixed in 2.30.7)", v);
+           "NCCL %s: registration during CUDA graph capture fails (ncclUnhandledCudaError) and invalidates the capture (fixed in 2.30.7; %s)", v, CAPTURE_REPORT);
   else
     report(OK, name, NULL, "NCCL %s: registration under graph capture is supported (2.30.7+)", v);
 }
@@ -725,6 +730,43 @@ static const char *plain(const char *s, char *buf, size_t n) {
   return buf;
 }
 
+/* The gist of catalogue text S, into BUF: without backquotes and parenthesized asides, up to its
+ * first ": ", "; " or ". " past its first words, and at most about 110 characters (then cut at a blank
+ * and ended with "..."). The whole text: docs/NCCL.md §10. */
+static const char *clause(const char *s, char *buf, size_t n) {
+  char t[1024];
+  plain(s, t, sizeof t);
+  size_t k = 0;
+  int depth = 0;
+  for (const char *p = t; *p && k + 1 < n; p++) {
+    if (*p == '(') {
+      if (!depth && k && buf[k - 1] == ' ') k--;
+      depth++;
+    } else if (*p == ')' && depth) {
+      depth--;
+    } else if (!depth) {
+      buf[k++] = *p;
+    }
+  }
+  buf[k] = 0;
+  size_t len = k, cut = len;
+  static const char *const stops[] = {": ", "; ", ". "};
+  for (size_t i = 0; i < sizeof stops / sizeof *stops; i++) {
+    const char *p = strstr(buf + (len > 20 ? 20 : len), stops[i]);
+    if (p && (size_t)(p - buf) < cut) cut = (size_t)(p - buf);
+  }
+  if (cut > 110) {
+    size_t c = 110;
+    while (c > 40 && buf[c] != ' ') c--;
+    while (c > 0 && (buf[c - 1] == ',' || buf[c - 1] == ' ')) c--;
+    snprintf(buf + c, n - c, "...");
+    return buf;
+  }
+  buf[cut] = 0;
+  if (cut && buf[cut - 1] == '.') buf[cut - 1] = 0;
+  return buf;
+}
+
 /* The rows of the table that apply to NCCL `code` (and its variables): one INFO line each. */
 static void check_known_bugs(int code, const char *prefix) {
   char v[32], check[64];
@@ -753,11 +795,17 @@ static void check_known_bugs(int code, const char *prefix) {
       report(OK, check, NULL, "NCCL %s%s: %s does not apply here: %s avoids it (%s)", v, on, b->id, avoided, b->url);
       continue;
     }
+    if (!strcmp(b->id, NULL_COMM_REPORT) || !strcmp(b->id, CAPTURE_REPORT)) {
+      named++; /* its own row (nccl_version_checks) names it */
+      continue;
+    }
     if (b->note && (val = nccl_var(b->note, &origin))) snprintf(note, sizeof note, " [%s=%s (%s) here]", b->note, val, origin);
-    char tv[512], tw[512], tg[512], tf[256];
-    report(INFO, check, b->fix[0] ? plain(b->fix, tf, sizeof tf) : NULL, "NCCL %s%s: %s (%s): %s%s. ncclguard, %s: %s. %s", v, on,
-           b->id, plain(b->versions, tv, sizeof tv), plain(b->what, tw, sizeof tw), note, verdict_text[b->verdict],
-           plain(b->guard, tg, sizeof tg), b->url);
+    char tw[512], tg[512], tf[256];
+    clause(b->guard, tg, sizeof tg);
+    size_t gl = strlen(tg);
+    report(INFO, check, b->fix[0] ? plain(b->fix, tf, sizeof tf) : NULL, "NCCL %s%s: %s - %s%s; ncclguard, %s: %s%s %s", v, on,
+           b->id, clause(b->what, tw, sizeof tw), note, verdict_text[b->verdict], tg, gl >= 3 && !strcmp(tg + gl - 3, "...") ? "" : ".",
+           b->url);
     named++;
   }
   if (!named) report(OK, check, NULL, "NCCL %s: no catalogued registration bug applies (docs/NCCL.md section 10)", v);
@@ -784,15 +832,21 @@ static void check_guard_vars(void) {
     n++;
     snprintf(check, sizeof check, "env.%s", name);
     if (!var) {
-      report(WARN, check, "check the spelling (ncclguard-doctor --vars lists the variables)", "%s=%s: unknown ncclguard variable, ignored", name, v);
+      /* refused at entry under NCCLGUARD_STRICT (the default), a warning without it */
+      const char *sv = getenv("NCCLGUARD_STRICT");
+      struct ng_value sx = {1, 0};
+      int strict = !(sv && ng_tab_find("NCCLGUARD_STRICT") && !ng_var_check(ng_tab_find("NCCLGUARD_STRICT"), sv, &sx) && !sx.i);
+      report(strict ? FAIL : WARN, check,
+             strict ? "check the spelling (ncclguard-doctor --vars lists the variables); ncclguard-run and the Python package refuse it"
+                    : "check the spelling (ncclguard-doctor --vars lists the variables)",
+             "%s=%s: unknown ncclguard variable (did you mean %s?)", name, v, ng_var_closest(name));
       bad++;
       continue;
     }
     if (ng_var_check(var, v, NULL) != 0) {
       char expect[128];
-      const char *what = var->lib ? "ncclguard-run refuses it; the library alone warns and uses the default"
-                         : strcmp(ng_tab_reader(var), "python") ? "ncclguard-run refuses it"
-                                                                : "ncclguard-run refuses it; the Python package warns and leaves ncclguard off";
+      const char *what = var->lib ? "ncclguard-run and the Python package refuse it; the library alone warns and uses the default"
+                                  : "ncclguard-run and the Python package refuse it";
       char fix[256];
       snprintf(fix, sizeof fix, "fix the value or unset it (%s)", what);
       report(FAIL, check, fix, "%s=%s: not valid (expected %s)", name, v, ng_var_expect(var, expect, sizeof expect));
@@ -900,7 +954,7 @@ static void check_rendezvous(int connect_timeout) {
       report(WARN, "launcher.env", "export MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK from the launcher's own variables (e.g. RANK=$OMPI_COMM_WORLD_RANK), or use torchrun",
              "under %s but none of MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE/LOCAL_RANK is set: torch.distributed's env:// rendezvous needs them", launcher);
     else
-      report(OK, "launcher.env", NULL, "no rendezvous variables set (not under a launcher); run the doctor under torchrun/srun/mpirun to check them");
+      report(OK, "launcher.env", NULL, "no rendezvous variables (MASTER_ADDR, RANK, ...): not started by torchrun, srun or mpirun; run the doctor under the job's launcher to check them");
     return;
   }
   char missing[128] = "", problems[1024] = "";

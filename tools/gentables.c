@@ -120,6 +120,9 @@ static void doc(void) {
          "after its last complete key with `truncated`; a value cut short ends in `...` inside its quotes.\n\n"
          "**Writers.** `prefix`: the fixed start of a line (text `host:pid:tid [dev] NCCLGUARD LEVEL`; `ts`\n"
          "only in JSON); `lib`: libncclguard.so; `hook`: the Python hook; `both`.\n\n"
+         "**Terms.** An *agreement round* is the small all-reduce in which the ranks decide a registration\n"
+         "together; a *revoked* communicator is one NCCL has made unusable (`ncclCommRevoke`, 2.28.7+), so that\n"
+         "nothing pairs with an abandoned round: [behaviour.md](behaviour.md#terms).\n\n"
          "## Keys\n\n| key | type | writer | meaning |\n| --- | --- | --- | --- |\n",
          NG_LOG_SCHEMA, NG_LOG_SCHEMA, NG_LOG_SCHEMA);
   for (size_t i = 0; i < NKEYS; i++) {

@@ -201,6 +201,8 @@ static void gen_py(FILE* f) {
   fprintf(f, "\nINT_RE = "); py_str(f, NG_INT_RE);
   fprintf(f, "\nNUM_RE = "); py_str(f, NG_NUM_RE);
   fprintf(f, "\nBAD_VALUE_FMT = "); py_str(f, NG_BAD_VALUE_FMT);
+  fprintf(f, "\nREFUSED_VALUE_FMT = "); py_str(f, NG_REFUSED_VALUE_FMT);
+  fprintf(f, "\nREFUSED_VAR_FMT = "); py_str(f, NG_REFUSED_VAR_FMT);
   fprintf(f, "\nPATH_MAX = %d\n", PATH_MAX);
   fprintf(f, "# name: (kind, default as text (in parentheses: what unset means), min, max, choices,\n"
              "#        what a valid value looks like)\nVARS = {\n");

@@ -1946,6 +1946,7 @@ static const char *html_head =
     ".degr{background:#fffbea;border-left:4px solid #f9a825;padding:.4em .8em}\n"
     "canvas{image-rendering:pixelated;border:1px solid #bbb}#tip{position:fixed;background:#fff;border:1px solid #888;"
     "padding:2px 6px;font:12px monospace;pointer-events:none;display:none}.div{color:#d500f9;font-weight:bold}pre{white-space:pre-wrap}\n"
+    ".err{color:#c62828;font-weight:bold}.key{margin:.8em 0 .2em}\n"
     "</style></head><body>\n";
 
 /* The grid is drawn at the page's width, never scaled by the browser (scaling averages one odd column
@@ -1957,16 +1958,19 @@ static const char *html_script =
     "<div id=\"tip\"></div>\n<script>\n(function(){\n"
     "var d=JSON.parse(document.getElementById('ncclguard-grid').textContent),tip=document.getElementById('tip');\n"
     "var col={},name={},sev={'?':0,R:1,P:2,D:3,E:4,S:5,M:6};Object.keys(d.codes).forEach(function(k){col[k]=d.codes[k].color;name[k]=d.codes[k].decision;});\n"
-    "var out=document.getElementById('grids'),G=12,MINW=3;\n"
+    "var out=document.getElementById('grids'),MINW=3;\n"
     "function cell(w,r){return w.cells[r]||'M';}\n"
     "function rr(a,b){return a===b?'rank '+a:'ranks '+a+'-'+b;}\n"
     "function pl(k,w){return k+' '+w+(k===1?'':'s');}\n"
     "function draw(){\n"
     " out.textContent='';var avail=Math.max(200,out.clientWidth-4);\n"
     " d.comms.forEach(function(c){\n"
-    "  var n=Math.max(1,c.ranks),W=c.windows.length,cols=Math.min(n,Math.floor((avail-G)/MINW)),B=Math.ceil(n/cols);cols=Math.ceil(n/B);\n"
-    "  var cw=Math.max(MINW,Math.min(24,Math.floor((avail-G)/cols))),ch=Math.max(3,Math.min(14,Math.floor(Math.max(300,window.innerHeight-250)/Math.max(W,1))));\n"
+    "  var n=Math.max(1,c.ranks),W=c.windows.length;\n"
     "  var h=document.createElement('h2');h.textContent='comm '+c.cid+' \\u2014 '+pl(c.ranks,'rank')+' x '+pl(W,'registration')+', '+c.divergent+' divergent';out.appendChild(h);\n"
+    "  if(!W){var nw=document.createElement('p');nw.className='axes';nw.textContent='no window registrations: nothing to draw';out.appendChild(nw);return;}\n"
+    "  var G=c.windows.some(function(w){return w.status!=='ok';})?12:0;\n"
+    "  var cols=Math.min(n,Math.floor((avail-G)/MINW)),B=Math.ceil(n/cols);cols=Math.ceil(n/B);\n"
+    "  var cw=Math.max(MINW,Math.min(24,Math.floor((avail-G)/cols))),ch=Math.max(3,Math.min(14,Math.floor(Math.max(300,window.innerHeight-250)/Math.max(W,1))));\n"
     "  var cap=document.createElement('p');cap.className='axes';cap.textContent='columns: '+(n>1?'ranks 0-'+(n-1):'rank 0')+', left to right; rows: '"
     "+(W>1?'registrations seq '+c.windows[0].seq+'-'+c.windows[W-1].seq:W?'registration seq '+c.windows[0].seq:'none')+', top to bottom';out.appendChild(cap);\n"
     "  if(B>1){var p=document.createElement('p');p.textContent='Each column is a block of '+B+' ranks, coloured by the worst outcome among them '"
@@ -2236,18 +2240,24 @@ static int write_html(const char *path, const wsum *ws, int nw, comm **corder, i
              "outcome among them where the job has more ranks than the page has pixel columns; hover a cell for "
              "its ranks and decisions.</p>\n",
           n_div ? "<span class=\"div\">" : "", n_div, n_div ? "</span>" : "", n_stuck ? "<span class=\"div\">" : "", n_stuck,
-          n_stuck ? "</span>" : "", n_error_lines ? "<span class=\"div\">" : "", n_error_lines, n_error_lines == 1 ? "" : "s",
+          n_stuck ? "</span>" : "", n_error_lines ? "<span class=\"err\">" : "", n_error_lines, n_error_lines == 1 ? "" : "s",
           n_error_lines ? "</span>" : "");
   if (n_ods) fprintf(f, "<p><span class=\"div\">%d overdue call%s</span> into NCCL: below.</p>\n", n_ods, n_ods == 1 ? "" : "s");
   /* the first error, the first degraded window and every reason, in words (escaped: a log is input) */
   static char txt[16384];
   if (ferr.set) {
+    /* in the grid's colour of its outcome, and said where it is in the grid (a NULL communicator: nowhere) */
+    fprintf(f, "<p class=\"key\"><i class=\"sw\" style=\"background:%s\"></i>%s</p>\n", dcolor[D_ERROR],
+            ferr.cid[0] ? "the first error: an error cell of its communicator's grid below"
+                        : "the first error: on no communicator (a NULL one has no ranks), so no grid below shows it");
     first_text(txt, sizeof txt, "first error", &ferr);
     fputs("<pre class=\"first\">", f);
     html_esc(f, txt);
     fputs("</pre>\n", f);
   } else fputs("<p>No errors.</p>\n", f);
   if (fdegrade.set) {
+    fprintf(f, "<p class=\"key\"><i class=\"sw\" style=\"background:%s\"></i>the first degraded window: a degrade cell "
+               "of its communicator's grid below</p>\n", dcolor[D_DEGRADE]);
     first_text(txt, sizeof txt, "first degraded window (not an error: the buffer is used unregistered)", &fdegrade);
     fputs("<pre class=\"degr\">", f);
     html_esc(f, txt);

@@ -7,7 +7,8 @@ TABLES = shim/logschema.def shim/reasons.def shim/decisions.def tools/catalogue.
 
 $(BUILD)/gentables: tools/gentables.c $(TABLES)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $<
+	$(call ng_say,CC,$<)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $<
 
 # ncclguard-report includes both tables: its object's -MMD dependencies (tools/tools.mk) name them.
 tools: $(BUILD)/gentables

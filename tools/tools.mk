@@ -23,41 +23,51 @@ tools: $(TOOLS_BIN) $(VARS_PY) $(PROBE_PROGS) $(PROBE_DATA)
 # (VERSION and revision): they are rebuilt when it changes ($(NG_IDENT_STAMP), Makefile).
 $(BUILD)/tools/doctor.o: tools/doctor.c VERSION $(NG_IDENT_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(NG_IDENT) -Ishim $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE)) -MMD -MP -c $< -o $@
+	$(call ng_say,CC,$<)
+	$(Q)$(CC) $(ALL_CFLAGS) $(NG_IDENT) -Ishim $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE)) -MMD -MP -c $< -o $@
 $(BUILD)/tools/probe.o: tools/probe.c VERSION $(NG_IDENT_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(NG_IDENT) -MMD -MP -c $< -o $@
+	$(call ng_say,CC,$<)
+	$(Q)$(CC) $(ALL_CFLAGS) $(NG_IDENT) -MMD -MP -c $< -o $@
 $(BUILD)/tools/report.o: tools/report.c VERSION $(NG_IDENT_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(NG_IDENT) -MMD -MP -c $< -o $@
+	$(call ng_say,CC,$<)
+	$(Q)$(CC) $(ALL_CFLAGS) $(NG_IDENT) -MMD -MP -c $< -o $@
 $(BUILD)/tools/genvars.o $(BUILD)/tools/varinfo.o: $(BUILD)/tools/%.o: tools/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Ishim -MMD -MP -c $< -o $@
+	$(call ng_say,CC,$<)
+	$(Q)$(CC) $(ALL_CFLAGS) -Ishim -MMD -MP -c $< -o $@
 
 $(BUILD)/ncclguard-doctor: $(BUILD)/tools/doctor.o $(BUILD)/tools/probe.o $(BUILD)/tools/varinfo.o $(BUILD)/shim/vars.o
-	$(CC) $(ALL_CFLAGS) -o $@ $^ -ldl
+	$(call ng_say,LD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ -ldl
 $(BUILD)/ncclguard-report: $(BUILD)/tools/report.o
-	$(CC) $(ALL_CFLAGS) -o $@ $^
+	$(call ng_say,LD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
 # genvars runs at build time and is not installed.
 $(GENVARS): $(BUILD)/tools/genvars.o $(BUILD)/tools/varinfo.o $(BUILD)/shim/vars.o
-	$(CC) $(ALL_CFLAGS) -o $@ $^
+	$(call ng_say,LD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^
 
 $(VARS_SH): $(GENVARS)
-	$(GENVARS) --sh >$@.tmp && mv -f $@.tmp $@
+	$(call ng_say,GEN,$@)
+	$(Q)$(GENVARS) --sh >$@.tmp && mv -f $@.tmp $@
 
 # Written next to the hook's sources (the launcher puts tools/python on PYTHONPATH); through a
 # file of its own name and a rename, so that builds of several variants may run at once.
 $(VARS_PY): $(GENVARS)
-	$(GENVARS) --py >$@.$(notdir $(BUILD)).tmp && mv -f $@.$(notdir $(BUILD)).tmp $@
+	$(call ng_say,GEN,$@)
+	$(Q)$(GENVARS) --py >$@.$(notdir $(BUILD)).tmp && mv -f $@.$(notdir $(BUILD)).tmp $@
 
 # A copy next to libncclguard.so, so that build/ncclguard-run finds build/libncclguard.so; the
 # table of variables goes in at the marker line.
 $(BUILD)/ncclguard-run: tools/ncclguard-run $(VARS_SH) VERSION $(NG_IDENT_STAMP)
 	@mkdir -p $(dir $@)
-	grep -qx '# @NG_VARS_TABLE@' $<
-	sed -e 's/^NG_VERSION=.*/NG_VERSION="$(NG_IDENT_TEXT)"/' \
+	$(call ng_say,GEN,$@)
+	$(Q)grep -qx '# @NG_VARS_TABLE@' $<
+	$(Q)sed -e 's/^NG_VERSION=.*/NG_VERSION="$(NG_IDENT_TEXT)"/' \
 	  -e '/^# @NG_VARS_TABLE@$$/r $(VARS_SH)' -e '/^# @NG_VARS_TABLE@$$/d' $< >$@.tmp
-	chmod 0755 $@.tmp && mv -f $@.tmp $@
+	$(Q)chmod 0755 $@.tmp && mv -f $@.tmp $@
 
 # docs/configuration.md's tables of variables and options, generated between their markers
 # (tests/t_config.sh compares); `make readme` is the old name.

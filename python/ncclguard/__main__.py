@@ -28,6 +28,14 @@ def switch_line():
     on, bad = _boot.switch()
     pth = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ncclguard.__file__))), "ncclguard.pth")
     if bad:
+        try:
+            from ncclguard_hook import _config
+            strict = _config.strict()
+        except Exception:  # noqa: BLE001 - no table: the default
+            strict = True
+        if strict:
+            return bad.replace("; not turned on", "") + ": Python programs of this environment refuse to start " \
+                "(status 2), and so does import ncclguard (NCCLGUARD_STRICT=0: they start without ncclguard)"
         return bad.replace("; not turned on", "") + ": Python programs start without ncclguard, and " \
             "import ncclguard does not turn it on"
     if on is None:

@@ -1,8 +1,12 @@
 """Turning ncclguard on from Python (`import ncclguard`, or NCCLGUARD=1 through ncclguard.pth).
 
 activate(), once per process:
-1. NCCLGUARD set to a false value (0/false/no/off): nothing. A value that is neither true nor
-   false: one WARN line, nothing (the library's rule for bad values: warn, keep the default).
+0. NCCLGUARD set to a false value (0/false/no/off): nothing, nothing checked. Otherwise every
+   NCCLGUARD_* variable of the environment and NCCLGUARD are judged by the table: under
+   NCCLGUARD_STRICT (the default) a value that is not valid or an unknown NCCLGUARD_* name (the
+   closest variable named) refuses the start: one line each on stderr, status 2 (SystemExit; os._exit
+   at interpreter start, ncclguard.pth). NCCLGUARD_STRICT=0: warnings (the library's at load).
+1. NCCLGUARD neither true nor false (not strict): one WARN line, nothing else.
    The verdict on a value is the table's (shim/vars.def, through ncclguard_hook._config: the words
    in any case, nothing stripped), the one the launcher and the doctor give: switch().
 2. libncclguard.so already mapped (LD_PRELOAD, ncclguard-run, a parent that exported it, or
@@ -28,7 +32,7 @@ activate(), once per process:
    else None and ctypes' answer stands (collectives, other libraries, NCCLGUARD_DLSYM=0). Every other
    behaviour of ctypes is unchanged.
 Messages go through the hook's logger: the library's line format, NCCLGUARD_LOG level and
-NCCLGUARD_LOG_FILE (stderr by default), fn=python.activate. Nothing here raises.
+NCCLGUARD_LOG_FILE (stderr by default), fn=python.activate. Nothing here raises but the refusal (step 0).
 """
 
 import os
@@ -189,11 +193,65 @@ def activate():
         return "error"
 
 
+def _in_site():
+    """True while the interpreter's start-up runs this (ncclguard.pth, through the site module)."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_globals.get("__name__") == "site":
+            return True
+        f = f.f_back
+    return False
+
+
+def _refuse(lines):
+    """NCCLGUARD_STRICT: one line each on stderr, then the program does not start (status 2). At
+    interpreter start (ncclguard.pth) os._exit: an exception there is a fatal error of the site
+    module with its traceback; after it (import ncclguard) SystemExit, so that finally clauses and
+    atexit handlers run."""
+    try:
+        for i, line in enumerate(lines):
+            sys.stderr.write("ncclguard: %s%s\n" % (line, "; not started (NCCLGUARD_STRICT=0: warn and run)"
+                                                      if i == len(lines) - 1 else ""))
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001 - still refused
+        pass
+    STATE["state"] = "refused"
+    if _in_site():
+        try:
+            sys.stdout.flush()
+        except Exception:  # noqa: BLE001
+            pass
+        os._exit(2)
+    raise SystemExit(2)
+
+
+def _check(bad):
+    """Step 0: the NCCLGUARD_* variables of the environment and NCCLGUARD (`bad`: its refusal, or None)
+    judged by the table. NCCLGUARD_STRICT (the default): any that is wrong refuses the start. Not
+    strict: NCCLGUARD's warning here, the others' from the library at load."""
+    lines = []
+    try:
+        from ncclguard_hook import _config
+        if _config.available():
+            if not _config.strict():
+                return
+            lines = _config.problems()
+    except Exception:  # noqa: BLE001 - no table (an unbuilt checkout): NCCLGUARD's own verdict alone
+        pass
+    if bad:
+        lines.insert(0, bad.split("; not turned on")[0])
+    if lines:
+        _refuse(lines)
+
+
 def _activate():
     on, bad = switch()
+    if on is False and not bad:
+        STATE["state"] = "off"
+        return "off"
+    _check(bad)
     if on is False:
-        if bad:
-            _warn(bad)
+        _warn(bad)
         STATE["state"] = "off"
         return "off"
     from . import library_path

@@ -162,19 +162,22 @@ PROBE_API = $(PROGS_SRCDIR)/ngapi.c
 $(PROBE_DIR)/ngtest: $(NGTEST_SRC) $(PROBE_API) $(PROGS_HDR) shim/nccl_abi.h
 	@mkdir -p $(@D)
 	$(call ng_deps,$(CC) $(PROBE_CFLAGS),$(NGTEST_SRC) $(PROBE_API))
-	$(CC) $(PROBE_CFLAGS) -o $@ $(NGTEST_SRC) $(PROBE_API) -ldl -lpthread
+	$(call ng_say,LD,$@)
+	$(Q)$(CC) $(PROBE_CFLAGS) -o $@ $(NGTEST_SRC) $(PROBE_API) -ldl -lpthread
 $(PROBE_DIR)/repeat: $(PROGS_SRCDIR)/repeat.c $(PROGS_COMMON) $(PROBE_API) $(PROGS_HDR) shim/nccl_abi.h
 	@mkdir -p $(@D)
 	$(call ng_deps,$(CC) $(PROBE_CFLAGS),$(PROGS_SRCDIR)/repeat.c $(PROGS_COMMON) $(PROBE_API))
-	$(CC) $(PROBE_CFLAGS) -o $@ $(PROGS_SRCDIR)/repeat.c $(PROGS_COMMON) $(PROBE_API) -ldl -lpthread
+	$(call ng_say,LD,$@)
+	$(Q)$(CC) $(PROBE_CFLAGS) -o $@ $(PROGS_SRCDIR)/repeat.c $(PROGS_COMMON) $(PROBE_API) -ldl -lpthread
 $(PROBE_DIR)/faults: $(PROGS_SRCDIR)/faults.c $(PROGS_COMMON) $(PROBE_API) $(PROGS_HDR) shim/nccl_abi.h
 	@mkdir -p $(@D)
 	$(call ng_deps,$(CC) $(PROBE_CFLAGS),$(PROGS_SRCDIR)/faults.c $(PROGS_COMMON) $(PROBE_API))
-	$(CC) $(PROBE_CFLAGS) -o $@ $(PROGS_SRCDIR)/faults.c $(PROGS_COMMON) $(PROBE_API) -ldl -lpthread
+	$(call ng_say,LD,$@)
+	$(Q)$(CC) $(PROBE_CFLAGS) -o $@ $(PROGS_SRCDIR)/faults.c $(PROGS_COMMON) $(PROBE_API) -ldl -lpthread
 # the PyTorch scenario script (tests/gpu/torch_symm.py), beside them
 PROBE_DATA = $(PROBE_DIR)/torch_symm.py
 $(PROBE_DIR)/torch_symm.py: tests/gpu/torch_symm.py
 	@mkdir -p $(@D)
-	cp -f $< $@
+	$(Q)cp -f $< $@
 .PHONY: probe
 probe: $(PROBE_PROGS) $(PROBE_DATA)

@@ -291,6 +291,10 @@ static void phase_register(struct ng_rank* r, int n, int k) {
     void* b = bad && opt.null_buff ? NULL : (char*)t->base + t->off;
     size_t sz = bad && opt.zero_size ? 0 : opt.size;
     if (bad && opt.wrap_size && b) sz = (size_t)(UINTPTR_MAX - (uintptr_t)b) + 1 + opt.size; /* b + sz wraps */
+    /* NGTEST_REG_SIZE=BYTES: this process registers that size of its --size allocation (one rank alone:
+     * NGTEST_ENV_RANK1=NGTEST_REG_SIZE=...; window sizes that differ where the allocations do not) */
+    const char* rs = getenv("NGTEST_REG_SIZE");
+    if (rs && *rs && k == 0 && !opt.zero_size && !opt.wrap_size) sz = (size_t)strtoull(rs, NULL, 0);
     ncclWindow_t* wp = bad && opt.null_win ? NULL : &t->win;
     ncclResult_t rc;
     NCALL(q, 1, rc, ncclCommWindowRegister(c, b, sz, wp, opt.flags),
@@ -300,9 +304,12 @@ static void phase_register(struct ng_rank* r, int n, int k) {
     t->registered = 1;
     if (opt.twice) {
       ncclWindow_t* wp2 = bad && opt.null_win ? NULL : &t->win2;
-      NCALL(q, 1, rc, ncclCommWindowRegister(c, b, sz, wp2, opt.flags),
+      /* NGTEST_SECOND_FLAGS=N: the second registration's flags (a repeat of the buffer and size, other flags) */
+      const char* sf = getenv("NGTEST_SECOND_FLAGS");
+      int f2 = sf && *sf ? (int)strtol(sf, NULL, 0) : opt.flags;
+      NCALL(q, 1, rc, ncclCommWindowRegister(c, b, sz, wp2, f2),
             "ncclCommWindowRegister(comm=%p, buff=%p, size=%zu, win=%p, flags=%d) [second]", (void*)c, b, sz,
-            (void*)wp2, opt.flags);
+            (void*)wp2, f2);
       if (!is_err(t->reg_rc)) t->reg_rc = rc;
     }
   }

@@ -59,3 +59,53 @@ def get(name, environ=None):
 def available():
     """Whether the generated table is there (run `make` in a checkout)."""
     return _vars is not None
+
+
+def _distance(a, b):
+    """Edit distance of a and b, in any case (shim/vars.c's, for the closest name)."""
+    a, b = a.lower()[:63], b.lower()[:63]
+    row = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        diag, row[0] = row[0], i
+        for j in range(1, len(b) + 1):
+            up = row[j]
+            row[j] = min(diag + (a[i - 1] != b[j - 1]), up + 1, row[j - 1] + 1)
+            diag = up
+    return row[len(b)]
+
+
+def closest(name):
+    """The variable of the table whose name is closest to `name` (the first of equals, in the table's
+    order), as the library and ncclguard-run name it."""
+    best, bd = "-", None
+    for n in _vars.VARS:
+        if n == "NCCLGUARD":
+            continue
+        d = _distance(name, n)
+        if bd is None or d < bd:
+            best, bd = n, d
+    return best
+
+
+def problems(environ=None):
+    """The refusal line of each NCCLGUARD_* variable of the environment that has a value that is not
+    valid or is no variable of the table, in name order (NCCLGUARD itself is the caller's)."""
+    env = os.environ if environ is None else environ
+    out = []
+    if _vars is None:
+        return out
+    for name in sorted(k for k in env if k.startswith("NCCLGUARD_")):
+        if name not in _vars.VARS:
+            out.append(_vars.REFUSED_VAR_FMT % (name, closest(name)))
+        elif get(name, env)[1]:
+            v = env[name]
+            kind, expect = _vars.VARS[name][0], _vars.VARS[name][5]
+            out.append(_vars.REFUSED_VALUE_FMT % (name, "(too long)" if kind == "PATH" else v, expect))
+    return out
+
+
+def strict(environ=None):
+    """NCCLGUARD_STRICT: True unless set to a valid false value."""
+    if _vars is None or "NCCLGUARD_STRICT" not in _vars.VARS:
+        return True
+    return get("NCCLGUARD_STRICT", environ)[0] is not False

@@ -4,6 +4,8 @@ BOOL_FALSE = ("0", "false", "no", "off", )
 INT_RE = "^-?[0-9]+$"
 NUM_RE = "^([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$"
 BAD_VALUE_FMT = "%s=%.60s is not valid (expected %s); using the default %s"
+REFUSED_VALUE_FMT = "%s=%.60s is not valid (expected %s)"
+REFUSED_VAR_FMT = "%.60s is not an ncclguard variable (did you mean %s?)"
 PATH_MAX = 4096
 # name: (kind, default as text (in parentheses: what unset means), min, max, choices,
 #        what a valid value looks like)
@@ -30,5 +32,6 @@ VARS = {
     "NCCLGUARD_CUDA_LIB": ("PATH", "libcuda.so.1", 0, 0, (), "a path shorter than PATH_MAX"),
     "NCCLGUARD_PYHOOK": ("BOOL", "1", 0, 0, (), "1/0, true/false, yes/no or on/off"),
     "NCCLGUARD_LIB": ("PATH", "(found by ncclguard-run)", 0, 0, (), "a path shorter than PATH_MAX"),
+    "NCCLGUARD_STRICT": ("BOOL", "1", 0, 0, (), "1/0, true/false, yes/no or on/off"),
     "NCCLGUARD": ("BOOL", "(off; import ncclguard turns it on)", 0, 0, (), "1/0, true/false, yes/no or on/off"),
 }
