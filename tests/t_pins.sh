@@ -65,3 +65,11 @@ n0=$(logs rep0 | grep -c 'fn=ncclCommWindowRegister .*flags=0 .*decision=registe
 if [ $r1 = 0 ] && [ $rc = 0 ] && [ "$n1" = 2 ] && [ "$n0" = 2 ] && ! logs rep0 | grep -q 'decision=reuse'; then
   pass pin-repeat-with-other-flags-not-reused
 else fail pin-repeat-with-other-flags-not-reused "rc=$r1/$rc: $n1 reuse of the exact repeat (want 2), $n0 registrations with flags 0 (want 2)"; fi
+
+# a split of a destroyed communicator is refused before NCCL (NCCL alone: a use of freed memory), one
+# WARN per rank naming it, ncclInvalidArgument
+run spdes NGTEST_SPLIT_DESTROYED=1 -- "$PROGS/ngtest" --split --timeout 30
+if [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'split of a destroyed parent: ncclInvalidArgument')" = 2 ] \
+   && [ "$(logs spdes | grep -c 'WARN fn=ncclCommSplit .*result=ncclInvalidArgument .*decision=error reason=comm_destroyed')" = 2 ]; then
+  pass pin-split-of-destroyed-parent-refused
+else fail pin-split-of-destroyed-parent-refused "rc=$rc: $(echo "$out" | grep -E 'destroyed|RESULT' | tr '\n' '|')"; fi

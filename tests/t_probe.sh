@@ -367,3 +367,23 @@ if make -C "$NG_ROOT" -s BUILD="$B" install DESTDIR="$T/inst" PREFIX=/usr >"$T/i
 else
   fail probe-installed "make install: $(tail -3 "$T/inst.log" | tr '\n' ' ')"
 fi
+
+# ---------------------------------------------------------------- tests/gpu/run and multirank without a GPU
+# (the GPU suite runs on a GPU node only): bad arguments are one line and exit 2; no GPU is one line and exit 1
+# (multirank: 3) before anything is built. An nvidia-smi that lists nothing stands for a node without GPUs.
+mkdir -p "$T/nosmi"
+printf '#!/bin/sh\nexit 9\n' >"$T/nosmi/nvidia-smi"; chmod +x "$T/nosmi/nvidia-smi"
+gr() { env -u NG_GPU_COUNT -u CUDA_VISIBLE_DEVICES PATH="$T/nosmi:$PATH" BUILD="$T/gpubuild" timeout 60 "$@"; }
+o1=$(gr "$NG_ROOT/tests/gpu/run" --ranks 0 2>&1); r1=$?
+o2=$(gr "$NG_ROOT/tests/gpu/run" --quick --frob 2>&1); r2=$?
+o3=$(gr "$NG_ROOT/tests/gpu/run" --quick --no-torch --ranks 4 --outdir "$T/gpuout" 2>&1); r3=$?
+o4=$(gr "$NG_ROOT/tests/gpu/multirank" --ranks "2 x" 2>&1); r4=$?
+o5=$(gr "$NG_ROOT/tests/gpu/multirank" --outdir "$T/mrout" 2>&1); r5=$?
+if [ $r1 = 2 ] && [ "$o1" = "tests/gpu/run: --ranks needs a whole number 1..64, not '0' (see tests/gpu/run --help)" ] \
+   && [ $r2 = 2 ] && [ "$o2" = "tests/gpu/run: unknown option --frob (see tests/gpu/run --help)" ] \
+   && [ $r3 = 1 ] && [ "$o3" = "gpu/run: no GPU visible (nvidia-smi lists none): run it on a GPU node, or set NG_GPU_COUNT" ] \
+   && [ ! -e "$T/gpubuild" ] && [ $r4 = 2 ] && echo "$o4" | grep -q "^tests/gpu/multirank: --ranks needs rank counts 1..64, not 'x'" \
+   && [ $r5 = 3 ] && echo "$o5" | grep -q 'no GPU visible' && [ ! -e "$T/gpubuild" ] \
+   && "$NG_ROOT/tests/gpu/run" --help | grep -q -- '--ranks N' && "$NG_ROOT/tests/gpu/multirank" --help | grep -q -- '--nccl V|PATH'; then
+  pass gpu-run-without-gpu-fails-cleanly
+else fail gpu-run-without-gpu-fails-cleanly "$r1 '$o1' | $r2 '$o2' | $r3 '$o3' | $r4 '$o4' | $r5 '$(echo "$o5" | tail -2 | tr '\n' ' ')'"; fi

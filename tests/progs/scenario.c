@@ -544,6 +544,18 @@ static void phase_split(struct ng_rank* r, int n) {
     if (q->fatal || !t->comm) continue;
     if (is_err(ge)) { fail(q, "split group end: %s", ng_rc_name(ge)); continue; }
     if (opt.nonblocking && wait_comm(q, t->comm, "split") != ncclSuccess) { fail(q, "ncclCommSplit (async) failed"); continue; }
+    if (getenv("NGTEST_SPLIT_DESTROYED")) {
+      /* NGTEST_SPLIT_DESTROYED=1: the child is destroyed, then split again (a use of a freed communicator
+       * without ncclguard; with it, a clean ncclInvalidArgument); the child is not used further */
+      ncclComm_t gone = t->comm, again = NULL;
+      ncclResult_t rc;
+      t->comm = NULL;
+      NCALL(q, 1, rc, ncclCommDestroy(gone), "ncclCommDestroy(child=%p)", (void*)gone);
+      NCALL(q, 1, rc, ncclCommSplit(gone, 0, q->rank, &again, NULL), "ncclCommSplit(destroyed comm=%p)", (void*)gone);
+      ng_say("rank %d/%d: split of a destroyed parent: %s", q->rank, q->nranks, ng_rc_name(rc));
+      if (rc != ncclInvalidArgument) fail(q, "split of a destroyed parent: %s, not ncclInvalidArgument", ng_rc_name(rc));
+      continue;
+    }
     int color = q->rank % 2;
     t->group_size = (q->nranks - color + 1) / 2;
     t->group_rank = q->rank / 2;
