@@ -226,9 +226,14 @@ __attribute__((used)) void* ng_dlsym_pick(void* handle, const char* name, const 
  * running interpreter (NCCLGUARD=1, `import ncclguard`) rather than preloaded, glibc's dlsym comes first in
  * the global scope and the entry points below are never called; ctypes.CDLL's attribute lookup then asks
  * this function, which answers as they would: ncclguard's function for a wrapped name on the handle of the
- * libnccl ncclguard forwards to, else NULL (keep glibc's answer). Every architecture. */
+ * libnccl ncclguard forwards to, 1 for a name the loaded NCCL lacks asked on a global-scope handle (not
+ * found), else NULL (keep glibc's answer). Every architecture. */
 NG_API void* ncclguard_handle_sym(void* handle, const char* name) {
-  if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || handle == (void*)_r_debug.r_map) return NULL;
+  /* a global-scope handle (ctypes.CDLL(None)): glibc finds ncclguard's exports there itself; for a name the
+   * loaded NCCL lacks it would answer their NULL without a dlerror() text, so the hook is told (1) and raises
+   * AttributeError as ctypes does without ncclguard */
+  if (handle == RTLD_DEFAULT || handle == RTLD_NEXT || handle == (void*)_r_debug.r_map)
+    return name && wrapper_of(name) && ng_export_absent(name) ? NG_DLSYM_NULL : NULL;
   return ng_dlsym_pick(handle, name, NULL, 0, NULL);
 }
 #endif /* !NG_NO_IFUNC */

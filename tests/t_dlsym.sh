@@ -66,7 +66,7 @@ expect() {
     $1 == "ROUTE" {
       r = $2; split($3, kv, "="); name = kv[1]; got = kv[2]
       has = !(name in first) || first[name] <= v + 0
-      m = mode; sub(/^py-/, "", m); ver = mode == "global" || mode == "local"
+      m = mode; sub(/^py(imp)?-/, "", m); ver = mode == "global" || mode == "local"
       if (r ~ /^v/) vis = ver && (r == "vhandle" || m == "global")
       else if (m == "linked" || m == "global" || r == "default_after") vis = 1
       else if (m == "before") vis = 0
@@ -94,6 +94,14 @@ for code in $(ls "$FR" | grep -E '^[0-9]+$'); do
       run "$PROGS/featroutes" local "$L/libnccl-versioned.so.2" | expect local "$code" $gd
       if [ "${NG_VARIANT:-plain}" = plain ] && "$PY" -c 'import ctypes' 2>/dev/null; then
         for m in before global local; do run "$PY" "$NG_ROOT/tests/progs/featroutes.py" $m "$L/libnccl.so.2" | expect py-$m "$code" $gd; done
+        # ncclguard turned on inside the interpreter (import ncclguard, no LD_PRELOAD): the package's ctypes hook
+        if [ $gd = 1 ]; then
+          for m in before global local; do
+            env PYTHONPATH="$NG_ROOT/python:$NG_ROOT/tools/python" NCCLGUARD_LIB="$SHIM" LD_LIBRARY_PATH="$L:$FAKE" \
+              timeout -k 2 "$NG_TIMEOUT" "$PY" -c "import sys, runpy, ncclguard; sys.argv = ['featroutes.py', '$m', '$L/libnccl.so.2']
+runpy.run_path('$NG_ROOT/tests/progs/featroutes.py')" 2>&1 | expect pyimp-$m "$code" 1
+          done
+        fi
       fi
     } | sed "s/^/$code $([ $gd = 1 ] && echo ncclguard || echo bare) /" >>"$T/feat.diff"
   done

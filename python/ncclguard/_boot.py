@@ -29,8 +29,9 @@ activate(), once per process:
    (which attribute access goes through) asks the library's ncclguard_handle_sym(handle, name) for every
    name starting with "nccl" after ctypes' own lookup: for a wrapped name on a libnccl's handle,
    ncclguard's function (or, on a second copy of libnccl, ncclguard's entry point for that copy);
-   else None and ctypes' answer stands (collectives, other libraries, NCCLGUARD_DLSYM=0). Every other
-   behaviour of ctypes is unchanged.
+   else None and ctypes' answer stands (collectives, other libraries, NCCLGUARD_DLSYM=0). Before it,
+   on CDLL(None), a name the loaded NCCL lacks raises AttributeError (ctypes alone would find
+   ncclguard's export answering NULL). Every other behaviour of ctypes is unchanged.
 Messages go through the hook's logger: the library's line format, NCCLGUARD_LOG level and
 NCCLGUARD_LOG_FILE (stderr by default), fn=python.activate. Nothing here raises but the refusal (step 0).
 """
@@ -165,6 +166,13 @@ def _hook_ctypes(guard):
     pick.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 
     def __getitem__(self, name_or_ordinal):
+        if isinstance(name_or_ordinal, str) and name_or_ordinal.startswith("nccl"):
+            try:
+                absent = pick(self._handle, name_or_ordinal.encode()) == 1
+            except Exception:  # noqa: BLE001 - ctypes' answer
+                absent = False
+            if absent:  # CDLL(None) of a name the loaded NCCL lacks: not found, as without ncclguard
+                raise AttributeError("%s: undefined symbol: %s" % (self._name, name_or_ordinal))
         func = orig(self, name_or_ordinal)  # ctypes' own answer first: a missing name raises as before
         if isinstance(name_or_ordinal, str) and name_or_ordinal.startswith("nccl"):
             try:
