@@ -133,6 +133,15 @@ NGTEST_ENV_RANK0=NCCL_HOSTID=ha NGTEST_ENV_RANK1=NCCL_HOSTID=hb FAKE_NCCL_VERSIO
 [ $rc1 = 0 ] && [ "$n1" = 2 ] && [ $rc = 0 ] && [ "$(wins 'ar=ok capture=intact')" = 2 ] \
   && ! lhas hosts27 'decision=(degrade|error)' && lhas hosts27 'would refuse this buffer \(capturing\), but its ranks span several hosts' \
   && pass hosts-2.27-capture-registered-locally-as-nccl || fail hosts-2.27-capture-registered-locally-as-nccl "bare rc=$rc1 windows=$n1 | $(why hosts27)"
+# 2.28.3, NCCL_P2P_DISABLE=1 on one of two hosts: its rules say no symmetric path, the other's yes (on one host):
+# no symmetric support on either, NCCL registers locally on both (on one host ncclguard gives both a NULL window, the split of null-window-mixed below)
+NGTEST_ENV_RANK0=NCCL_HOSTID=ha NGTEST_ENV_RANK1=NCCL_P2P_DISABLE=1 FAKE_NCCL_VERSION=22803 FAKE_CUDA_DEVICES=1 \
+  b hosts283p-bare --expect-win nonnull
+rc1=$rc n1=$(wins 'ar=ok')
+NGTEST_ENV_RANK0=NCCL_HOSTID=ha NGTEST_ENV_RANK1=NCCL_P2P_DISABLE=1 FAKE_NCCL_VERSION=22803 FAKE_CUDA_DEVICES=1 \
+  g hosts283p --expect-win nonnull --timeout 30
+[ $rc1 = 0 ] && [ "$n1" = 2 ] && [ $rc = 0 ] && [ "$(wins 'ar=ok')" = 2 ] && ! lhas hosts283p 'decision=(degrade|error)' \
+  && pass hosts-2.28.3-p2p-off-on-one-host-registered-locally || fail hosts-2.28.3-p2p-off-on-one-host-registered-locally "bare rc=$rc1 windows=$n1 | $(why hosts283p)"
 # 2.28.9: symmetric across the two hosts (NVIDIA/nccl's isAllCudaP2p is per node): rank 0's cudaMalloc buffer
 # still degrades on both ranks (NCCL alone: rank 1 hangs, fake_two_hosts_* in t_fake)
 NGTEST_ENV_RANK0=NCCL_HOSTID=ha NGTEST_ENV_RANK1=NCCL_HOSTID=hb FAKE_NCCL_VERSION=22809 FAKE_CUDA_DEVICES=1 \
