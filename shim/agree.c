@@ -48,22 +48,37 @@ static void nap(double* us) {
   if (*us < 2000) *us *= 2;
 }
 
-/* This host, as NCCL names a node: host name and boot id, hashed (the same on every process of
- * the host). */
+/* This host, as NCCL names a node (getHostHashOnce, src/misc/utils.cc at v2.27.7-1, v2.28.3-1, v2.28.9-1,
+ * v2.30.7-1): NCCL_HOSTID when it is set at all (empty too), whole, in place of everything else; else the
+ * host name ("unknown" if it cannot be read) followed by the first word of /proc's boot id; at most 1023
+ * bytes either way. Ranks whose strings differ are different nodes to NCCL (its nNodes), ranks of one string
+ * one node: processes that share a machine but not NCCL_HOSTID are hosts of their own. NCCL takes it once
+ * per process, at its first communicator, after putting its configuration files into the environment; this
+ * runs at the first round, on a communicator that exists, so it reads what NCCL read. */
 static uint64_t host_id;
 static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+static int blank(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); } /* isspace in the C locale */
 static void host_init(void) {
-  char buf[512] = "";
-  gethostname(buf, 256);
-  buf[255] = 0;
-  size_t l = strlen(buf);
-  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ssize_t k = read(fd, buf + l, sizeof buf - l - 1);
-    if (k > 0) l += (size_t)k;
-    close(fd);
+  char buf[1024] = "";
+  const char* id = secure_getenv("NCCL_HOSTID"); /* (a setuid program does not preload ncclguard at all) */
+  if (id) {
+    snprintf(buf, sizeof buf, "%s", id);
+  } else {
+    if (gethostname(buf, sizeof buf) != 0) snprintf(buf, sizeof buf, "unknown");
+    buf[sizeof buf - 1] = 0;
+    size_t l = strlen(buf), n = 0, i = 0;
+    char b[128];
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ssize_t k = read(fd, b, sizeof b);
+      n = k > 0 ? (size_t)k : 0;
+      close(fd);
+    }
+    while (i < n && blank(b[i])) i++; /* its first word, as NCCL's fscanf("%ms") reads it */
+    while (i < n && !blank(b[i]) && l < sizeof buf - 1) buf[l++] = b[i++];
+    buf[l] = 0;
   }
-  host_id = ng_fnv(NG_FNV_INIT, buf, l);
+  host_id = ng_fnv(NG_FNV_INIT, buf, strlen(buf));
 }
 
 double ng_deadline(void) { return ng_now_us() + ng_cfg.timeout_s * 1e6; }

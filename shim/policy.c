@@ -336,8 +336,10 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
     fallback(r, reason, reason, -1);
     return;
   }
+  /* (2.28.3's "yes" holds on one host only: ranks on several hosts have no symmetric support anywhere, NCCL
+   * registers locally on every rank and nobody waits) */
   if (!reason && v[NG_VOTE_SYM_YES] && v[NG_VOTE_SYM_NO] && (v[NG_VOTE_WFLAGS] & NG_WIN_COLL_SYMMETRIC) &&
-      ng_nccl_version() >= 22800) {
+      ng_nccl_version() >= 22800 && !(v[NG_VOTE_ONE_NODE] && vt->one_host == 0)) {
     /* symmetric support on some ranks only: NCCL 2.28+ answers a rank without it locally (2.29+: success with a
      * NULL window; 2.28: a local handle) while the others wait for it in the registration's exchange (a hang;
      * torchcomms#4036, sglang#32200). One answer on every rank, before NCCL: NULL */

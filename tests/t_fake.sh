@@ -234,6 +234,22 @@ if [ $rc = 0 ] && [ $rc2 != 0 ] && [ "$(grep -c 'WARN GIN not supported\.$' "$T/
   pass fake_two_hosts_devcomm_gin_not_supported_2_28
 else fail fake_two_hosts_devcomm_gin_not_supported_2_28 "rc=$rc/$rc2/$rc3 $(grep -E 'GIN|DevComm|RESULT' "$T/h28d.out" | head -4 | tr '\n' ' ')"; fi
 
+# 2.27 and 2.28.3: symmetric support on one node only (init.cc at v2.27.7-1, v2.28.3-1: `isAllDirectP2p && nNodes == 1
+# && ...`): two hosts register rank 0's cudaMalloc buffer locally on both ranks (no exchange, no hang: 2.28.3 a local
+# handle, 2.27 its 2 MiB check's NULL window on rank 0); an empty NCCL_HOSTID is an id of its own (the empty
+# string's hash: a node apart from a rank without NCCL_HOSTID); one host: the symmetric path and its hang
+unset NCCL_HOSTID # (rank 1 of the empty-id run has none)
+FAKE_NCCL_VERSION=22803 two_hosts --alloc cuda0 --expect-win nonnull >"$T/h283.out" 2>&1; rc=$?
+FAKE_NCCL_VERSION=22703 two_hosts --alloc cuda0 --expect-reg any >"$T/h27.out" 2>&1; rc2=$?
+FAKE_NCCL_VERSION=22803 NGTEST_ENV_RANK0=NCCL_HOSTID= FAKE_CUDA_DEVICES=1 NGTEST_TIMEOUT=4 bare_run "$PROGS/ngtest" -n 2 -m proc \
+  --alloc cuda0 --expect-win nonnull >"$T/h283e.out" 2>&1; rc3=$?
+FAKE_NCCL_VERSION=22803 FAKE_CUDA_DEVICES=1 NGTEST_TIMEOUT=4 bare_run "$PROGS/ngtest" -n 2 -m proc --alloc cuda0 >"$T/h283one.out" 2>&1; rc4=$?
+if [ $rc = 0 ] && [ "$(grep -c 'RESULT ok reg=ncclSuccess win=0x' "$T/h283.out")" = 2 ] && [ $rc2 = 0 ] \
+   && has "$T/h27.out" '^rank 0/2: RESULT ok reg=ncclSuccess win=null' && has "$T/h27.out" '^rank 1/2: RESULT ok reg=ncclSuccess win=0x' \
+   && [ $rc3 = 0 ] && [ $rc4 = 124 ] && has "$T/h283one.out" 'RESULT fail hang in'; then
+  pass fake_two_hosts_no_symmetric_2_27_2_28_3
+else fail fake_two_hosts_no_symmetric_2_27_2_28_3 "rc=$rc/$rc2/$rc3/$rc4 $(grep RESULT "$T/h283.out" "$T/h27.out" "$T/h283e.out" "$T/h283one.out" | tr '\n' ' ')"; fi
+
 # ---- ncclDevCommCreate: 2.29+ refuse requirements without NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER's magic ----
 # (ngtest passes zeroed requirements, the layout of 2.28's device API: what PyTorch 2.11 passes on NCCL 2.29+,
 # docs/PYTORCH.md §5)

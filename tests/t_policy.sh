@@ -94,6 +94,61 @@ g cuda --alloc cuda --iters 3 --timeout 30
 [ $rc = 0 ] && [ "$(nok)" = 2 ] && [ "$(logs cuda | grep -c 'decision=degrade reason=not_vmm')" = 2 ] \
   && pass cuda-all-degrades-comm-healthy || fail cuda-all-degrades-comm-healthy "$(why cuda)"
 
+# --- ranks that share a machine as hosts of their own (NCCL_HOSTID per process) ---------------------
+# NCCL's host is the hash of NCCL_HOSTID when it is set at all (empty too), else of the host name and boot id
+# (getHostHashOnce, src/misc/utils.cc); ranks of different ids are different nodes. 2.27 and 2.28.3 have
+# symmetric support on one node only (init.cc: `isAllDirectP2p && nNodes == 1 && ...`), so there a buffer the
+# symmetric path would refuse goes to NCCL, which registers it locally on every rank, and ncclguard, whose host
+# is NCCL's, passes it on; ranks of one id are one node and it degrades. 2.28.7+ keep symmetric support across
+# nodes: the host id does not count there (docs/NCCL.md §1).
+unset NCCL_HOSTID # (rank 1 of the empty-id case has none)
+wins() { echo "$out" | grep -Ec "^rank [01]/2: RESULT ok reg=ncclSuccess win=0x[0-9a-f]+ $1"; }
+NGTEST_ENV_RANK0=NCCL_HOSTID=ha NGTEST_ENV_RANK1=NCCL_HOSTID=hb FAKE_NCCL_VERSION=22803 FAKE_CUDA_DEVICES=1 \
+  b hosts283-bare --alloc cuda --expect-win nonnull
+rc1=$rc n1=$(wins 'ar=ok')
+NGTEST_ENV_RANK0=NCCL_HOSTID=ha NGTEST_ENV_RANK1=NCCL_HOSTID=hb FAKE_NCCL_VERSION=22803 FAKE_CUDA_DEVICES=1 \
+  g hosts283 --alloc cuda --expect-win nonnull --timeout 30
+[ $rc1 = 0 ] && [ "$n1" = 2 ] && [ $rc = 0 ] && [ "$(wins 'ar=ok')" = 2 ] \
+  && [ "$(logs hosts283 | grep -c 'decision=register reason=ok')" -ge 2 ] && ! lhas hosts283 'decision=(degrade|error)' \
+  && lhas hosts283 'would refuse this buffer \(not_vmm\), but its ranks span several hosts' \
+  && pass hosts-2.28.3-cudaMalloc-registered-locally-as-nccl || fail hosts-2.28.3-cudaMalloc-registered-locally-as-nccl "bare rc=$rc1 windows=$n1 | $(why hosts283)"
+# one id on both ranks: one node, symmetric support; NCCL fails the cudaMalloc buffer, ncclguard degrades it
+NGTEST_ENV_RANK0=NCCL_HOSTID=ha NGTEST_ENV_RANK1=NCCL_HOSTID=ha FAKE_NCCL_VERSION=22803 FAKE_CUDA_DEVICES=1 \
+  b hosts283s-bare --alloc cuda --expect-reg any --no-allreduce
+n1=$(echo "$out" | grep -Ec '^rank [01]/2: RESULT ok reg=ncclUnhandledCudaError win=null')
+NGTEST_ENV_RANK0=NCCL_HOSTID=ha NGTEST_ENV_RANK1=NCCL_HOSTID=ha FAKE_NCCL_VERSION=22803 FAKE_CUDA_DEVICES=1 \
+  g hosts283s --alloc cuda --expect-reg any --timeout 30
+[ "$n1" = 2 ] && [ $rc = 0 ] && [ "$(logs hosts283s | grep -c 'decision=degrade reason=not_vmm')" = 2 ] \
+  && pass hosts-2.28.3-one-id-one-node-degrades || fail hosts-2.28.3-one-id-one-node-degrades "bare errors=$n1 | $(why hosts283s)"
+# an empty NCCL_HOSTID is an id (the empty string's hash), not the host name: a host of its own beside a rank without
+NGTEST_ENV_RANK0=NCCL_HOSTID= FAKE_NCCL_VERSION=22803 FAKE_CUDA_DEVICES=1 g hosts283e --alloc cuda --expect-win nonnull --timeout 30
+[ $rc = 0 ] && [ "$(wins 'ar=ok')" = 2 ] && ! lhas hosts283e 'decision=(degrade|error)' \
+  && pass hosts-2.28.3-empty-id-is-a-host || fail hosts-2.28.3-empty-id-is-a-host "$(why hosts283e)"
+# 2.27 under a capture: a local registration keeps the capture (capture-2.27-local-registers-without above)
+NGTEST_ENV_RANK0=NCCL_HOSTID=ha NGTEST_ENV_RANK1=NCCL_HOSTID=hb FAKE_NCCL_VERSION=22703 FAKE_CUDA_DEVICES=1 \
+  b hosts27-bare -m proc --capture --expect-win nonnull
+rc1=$rc n1=$(wins 'ar=ok capture=intact')
+NGTEST_ENV_RANK0=NCCL_HOSTID=ha NGTEST_ENV_RANK1=NCCL_HOSTID=hb FAKE_NCCL_VERSION=22703 FAKE_CUDA_DEVICES=1 \
+  g hosts27 -m proc --capture --expect-win nonnull --timeout 30
+[ $rc1 = 0 ] && [ "$n1" = 2 ] && [ $rc = 0 ] && [ "$(wins 'ar=ok capture=intact')" = 2 ] \
+  && ! lhas hosts27 'decision=(degrade|error)' && lhas hosts27 'would refuse this buffer \(capturing\), but its ranks span several hosts' \
+  && pass hosts-2.27-capture-registered-locally-as-nccl || fail hosts-2.27-capture-registered-locally-as-nccl "bare rc=$rc1 windows=$n1 | $(why hosts27)"
+# 2.28.3, NCCL_P2P_DISABLE=1 on one of two hosts: its rules say no symmetric path, the other's yes (on one host):
+# no symmetric support on either, NCCL registers locally on both (on one host ncclguard gives both a NULL window, the split of null-window-mixed below)
+NGTEST_ENV_RANK0=NCCL_HOSTID=ha NGTEST_ENV_RANK1=NCCL_P2P_DISABLE=1 FAKE_NCCL_VERSION=22803 FAKE_CUDA_DEVICES=1 \
+  b hosts283p-bare --expect-win nonnull
+rc1=$rc n1=$(wins 'ar=ok')
+NGTEST_ENV_RANK0=NCCL_HOSTID=ha NGTEST_ENV_RANK1=NCCL_P2P_DISABLE=1 FAKE_NCCL_VERSION=22803 FAKE_CUDA_DEVICES=1 \
+  g hosts283p --expect-win nonnull --timeout 30
+[ $rc1 = 0 ] && [ "$n1" = 2 ] && [ $rc = 0 ] && [ "$(wins 'ar=ok')" = 2 ] && ! lhas hosts283p 'decision=(degrade|error)' \
+  && pass hosts-2.28.3-p2p-off-on-one-host-registered-locally || fail hosts-2.28.3-p2p-off-on-one-host-registered-locally "bare rc=$rc1 windows=$n1 | $(why hosts283p)"
+# 2.28.9: symmetric across the two hosts (NVIDIA/nccl's isAllCudaP2p is per node): rank 0's cudaMalloc buffer
+# still degrades on both ranks (NCCL alone: rank 1 hangs, fake_two_hosts_* in t_fake)
+NGTEST_ENV_RANK0=NCCL_HOSTID=ha NGTEST_ENV_RANK1=NCCL_HOSTID=hb FAKE_NCCL_VERSION=22809 FAKE_CUDA_DEVICES=1 \
+  g hosts289 --alloc cuda0 --expect-win null --timeout 30
+[ $rc = 0 ] && [ "$(nok)" = 2 ] && lhas hosts289 'decision=degrade reason=not_vmm' && lhas hosts289 'decision=degrade reason=peer_not_vmm' \
+  && pass hosts-2.28.9-symmetric-across-hosts-degrades || fail hosts-2.28.9-symmetric-across-hosts-degrades "$(why hosts289)"
+
 # --- nonblocking communicator, registration right after init (docs/NCCL.md §7) ---------------------
 b nb-bare --nonblocking --no-allreduce
 ! crashed $rc && [ $rc = 1 ] \

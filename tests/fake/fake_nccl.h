@@ -175,8 +175,8 @@ struct ncclComm {
 void fn_lock(void);
 void fn_unlock(void);
 struct ncclComm *fn_comm_new(void);
-/* NCCL's getHostHash: a hash of NCCL_HOSTID when set, else of the host name (NCCL adds the boot id: one
- * machine either way), computed once per process like NCCL's (std::call_once; a forked child keeps it) */
+/* NCCL's getHostHash: a hash of NCCL_HOSTID when set (empty too), else of the host name (NCCL adds the boot
+ * id: one machine either way), computed once per process like NCCL's (std::call_once; a forked child keeps it) */
 uint64_t fn_host_hash(void);
 void fn_comm_free(struct ncclComm *c); /* destroyed or aborted: reusable where FAKE_NCCL_REUSE_COMM_ADDR=1 */
 

@@ -211,18 +211,20 @@ void fn_comm_free(struct ncclComm *c)
   __atomic_store_n(&c->freed, 1, __ATOMIC_RELEASE);
 }
 
-/* NCCL's host identity (src/misc/utils.cc getHostHashOnce at v2.28.9-1, v2.29.7-1, v2.30.7-1): NCCL_HOSTID
- * replaces the host name when set, and the hash is taken once per process. Ranks with different host hashes
- * are on different nodes to NCCL (nNodes > 1): ranks that share one GPU as hosts of their own
- * (tests/gpu/README.md "ranks as hosts", tests/gpu/hostid.c). */
+/* NCCL's host identity (src/misc/utils.cc getHostHashOnce at v2.27.7-1, v2.28.3-1, v2.28.9-1, v2.29.7-1,
+ * v2.30.7-1): NCCL_HOSTID, when set at all (an empty value too: ncclGetEnv returns it and NCCL hashes the empty
+ * string), replaces the whole string, cut at 1023 bytes (strncpy into char[1024]); the hash is taken once per
+ * process. Without it NCCL hashes the host name followed by the boot id (the fake: the host name alone, one
+ * machine either way). Ranks with different host hashes are on different nodes to NCCL (nNodes > 1): ranks
+ * that share one GPU as hosts of their own (tests/gpu/README.md "ranks as hosts", tests/gpu/hostid.c). */
 static uint64_t host_hash;
 static pthread_once_t host_once = PTHREAD_ONCE_INIT;
 static void host_hash_once(void)
 {
-  char name[256] = "";
+  char name[1024] = "";
   const char *id = getenv("NCCL_HOSTID");
-  if (id && *id) snprintf(name, sizeof name, "%s", id);
-  else if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "localhost");
+  if (id) snprintf(name, sizeof name, "%s", id);
+  else if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "unknown");
   uint64_t h = 1469598103934665603ULL; /* FNV-1a */
   for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 1099511628211ULL;
   host_hash = h ? h : 1;

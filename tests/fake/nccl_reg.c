@@ -223,14 +223,17 @@ int fn_symmetric(struct ncclComm *c)
   int v = fn_version(), s;
   if (fn_env_int("FAKE_NCCL_NO_SYMMETRIC", 0)) s = 0;
   else if (!fn_param("NCCL_WIN_ENABLE", 1) || !cumem_on()) s = 0;
-  else if (v < 22807) /* isAllDirectP2p: >1 local rank, the P2P variables count (one node in the fake) */
-    s = c->nranks > 1 && !fn_param("NCCL_P2P_DISABLE", 0) && nvml_all_p2p();
+  else if (v < 22807) /* one node, isAllDirectP2p (>1 local rank, the P2P variables count): init.cc at v2.27.7-1,
+                        * v2.28.3-1: `symmetricSupport = isAllDirectP2p && nNodes == 1 && ...`; ranks of different
+                        * host ids (NCCL_HOSTID) are nodes of their own there, so no symmetric support */
+    s = c->nnodes == 1 && c->nranks > 1 && !fn_param("NCCL_P2P_DISABLE", 0) && nvml_all_p2p();
   else /* isAllCudaP2p: NVML only, of the ranks of one node (2.29+: and one LSA team: below) */
     s = nvml_all_p2p();
   /* several nodes (ranks with different host ids): 2.29+ need GIN or every rank in the LSA team
    * (init.cc at v2.29.7-1, v2.30.7-1: `symmetricSupport = isAllCudaP2p && ... && (globalGinSupport !=
    * NCCL_GIN_CONNECTION_NONE || ncclTeamLsa(comm).nRanks == comm->nRanks)`); the fake has no GIN, and the LSA
-   * team is one node's ranks. 2.28 checks the local ranks' P2P only (transport.cc at v2.28.9-1): support kept */
+   * team is one node's ranks. 2.28.7+ check the local ranks' P2P only (transport.cc, and init.cc's `symmetricSupport =
+   * isAllCudaP2p && ncclParamWinEnable() && ncclCuMemEnable()`, at v2.28.7-1, v2.28.9-1): support kept */
   if (s && v >= 22900 && c->nnodes > 1) s = 0;
   c->sym = s;
   return s;

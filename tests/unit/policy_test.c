@@ -310,6 +310,24 @@ static void t_decide_unknown_never_degrades(int arg) {
   CHECK_INT(view().ndegraded, 0, "NULL windows counted by decide() (ng_policy_register counts them at its end)");
 }
 
+/* 2.28.3: one rank's rules say no symmetric path, another's yes on one host (NG_VOTE_ONE_NODE). All on one host:
+ * the split NCCL would hang on, a NULL window everywhere; on several hosts NCCL has symmetric support nowhere
+ * (init.cc at v2.28.3-1: nNodes == 1) and registers locally on every rank: passed to NCCL. */
+static void p_rank3_no_one_node(struct ng_vote* v) { vmax(v, NG_VOTE_SYM_YES, 1), vmax(v, NG_VOTE_SYM_NO, 1), vmax(v, NG_VOTE_ONE_NODE, 1); }
+static void t_decide_split_one_node(int arg) {
+  (void)arg;
+  struct ng_regreq r = decide_req();
+  r.rules.one_node = 1;
+  decide_with(&r, p_rank3_no_one_node, 1);
+  decision_is(&r, NG_D_DEGRADE, ncclSuccess, NG_R_NULL_WINDOW, NG_R_OK);
+  CHECK(win == NULL, "*win %p, want NULL", (void*)win);
+  r = decide_req();
+  r.rules.one_node = 1;
+  decide_with(&r, p_rank3_no_one_node, 0);
+  decision_is(&r, NG_D_REGISTER, ncclSuccess, NG_R_OK, NG_R_OK);
+  CHECK(win == SENTINEL, "*win written: %p", (void*)win);
+}
+
 static void t_decide_null_win_error(int arg) {
   (void)arg;
   struct ng_regreq r = decide_req();
@@ -824,6 +842,7 @@ static const struct tcase cases[] = {
     {"decide-own-fact", t_decide_own_fact, 0, 22809, NULL},
     {"decide-lowest-reason", t_decide_lowest_reason, 0, 22809, NULL},
     {"decide-unknown-never-degrades", t_decide_unknown_never_degrades, 0, 22809, NULL},
+    {"decide-split-one-node-2.28.3", t_decide_split_one_node, 0, 22803, NULL},
     {"decide-layout-sizes-differ-degrades", t_decide_layout, 0, 22809, NULL},
     {"decide-layout-size-unknown-registers", t_decide_layout, 1, 22809, NULL},
     {"decide-null-win-error", t_decide_null_win_error, 0, 22809, NULL},
