@@ -313,6 +313,28 @@ for n in ("torch-lazy", "torch-eager"):
   pass probe-torch-runs-on-nccl-option
 else fail probe-torch-runs-on-nccl-option "rc=$rc runs=$nrun on --nccl=$nother guarded=$nguard: $(tr '\n' ' ' <"$T/spy2/preloads") $(tail -2 "$T/tn.err" | tr '\n' ' ')"; fi
 
+# a row that goes from a crash to a clean failure reads "clean error (was crash)", and so does the closing count:
+# a stand-in Python whose PyTorch run dies of SIGSEGV without ncclguard and fails cleanly with it
+mkdir -p "$T/spy3"
+cat >"$T/spy3/python3" <<EOS
+#!/bin/sh
+case "\$1" in
+  -c) echo "NGP torch=0.0-standin"; exit 0 ;;
+  -m) case "\$LD_PRELOAD" in
+        *libncclguard.so*) echo "rank 0/1: RESULT fail rendezvous=error(invalid_argument) peer=n/a allreduce=n/a"; exit 1 ;;
+        *) kill -SEGV \$\$ ;;
+      esac ;;
+esac
+exit 1
+EOS
+chmod +x "$T/spy3/python3"
+probe FAKE_NCCL_VERSION=22809 timeout 90 "$DOC" --probe --python "$T/spy3/python3" --only 'torch' >"$T/tc.out" 2>"$T/tc.err"; rc=$?
+if [ $rc -eq 0 ] && rows "$T/tc.out" | grep -q '^torch-lazy|crash (SIGSEGV)|fail: .*|clean error (was crash)$' \
+   && rows "$T/tc.out" | grep -q '^torch-eager|crash (SIGSEGV)|fail: .*|clean error (was crash)$' \
+   && grep -q 'nothing is worse with ncclguard (0 fixed, 2 clean error' "$T/tc.out" "$T/tc.err"; then
+  pass probe-clean-error-was-crash
+else fail probe-clean-error-was-crash "rc=$rc $(rows "$T/tc.out" | grep torch | tr '\n' ' ') $(tail -2 "$T/tc.err" | tr '\n' ' ')"; fi
+
 # --ranks N beyond the GPUs: N ranks on one GPU, each rank process a host of its own to NCCL (NGTEST_HOST_PER_PROCESS:
 # NCCL_HOSTID per process); the fake takes ranks of different host ids for nodes of their own (no symmetric support
 # across nodes from 2.29: success with a NULL window on every rank, where ranks of one host hang on rank 0's
