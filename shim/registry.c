@@ -76,12 +76,26 @@ static int nspill, capspill;
 
 /* With the lock held: into the pool, else onto the spill list (freed by the next drain). Resources of a
  * communicator whose device was never learnt (-1) are never handed out (ng_reg_pool_take): kept in the pool
- * they would hold its slots for good, so they are freed (res_free: their host memory; nothing of theirs
- * lives in a context ncclguard knows). */
+ * they would hold its slots for good, so plain host memory is freed (res_free), and what lives in a CUDA
+ * context ncclguard does not know (a stream, device memory, pinned staging) is kept apart (held). */
+static struct ng_agree_res* held; /* of a device never learnt, with CUDA resources: kept, never handed out */
+static int nheld, capheld;
 static void pool_add_locked(int dev, const struct ng_agree_res* res) {
   if (!res->s && !res->buf && !res->host) return;
   if (npool < NG_POOL && dev >= 0) {
     pool[npool++] = (struct pool_ent){dev, *res};
+    return;
+  }
+  if (dev < 0 && (res->s || res->buf || res->pinned)) {
+    /* a stream, device memory or pinned staging of a context ncclguard does not know: not freed (res_free
+     * could not), kept here, out of the pool's slots */
+    if (nheld == capheld) {
+      int cap = capheld ? 2 * capheld : 16;
+      struct ng_agree_res* p = ng_realloc("registry.held", held, (size_t)cap * sizeof *p);
+      if (!p) return; /* out of host memory: these few bytes are lost */
+      held = p, capheld = cap;
+    }
+    held[nheld++] = *res;
     return;
   }
   if (nspill == capspill) {
@@ -591,6 +605,11 @@ static void fork_child(void) {
     else free(spill[i].res.host);
   }
   nspill = 0;
+  for (int i = 0; i < nheld; i++) {
+    if (held[i].pinned) keep_pinned(held[i].host);
+    else free(held[i].host);
+  }
+  nheld = 0;
   struct win_ent *w, *wtmp;
   HASH_ITER(hh, wins, w, wtmp) { HASH_DEL(wins, w); free(w); }
   struct buf_ent *b, *btmp;
