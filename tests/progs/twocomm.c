@@ -90,7 +90,9 @@ static const char* after(ncclComm_t c, ncclResult_t reg, float* d, int rank, int
 }
 
 /* ncclDevCommCreate then ncclDevCommDestroy on c ("missing" where the loaded NCCL lacks them). The requirements
- * are zero, NCCL 2.28's "no extra resources" (the layout is C++-only: tests/progs/scenario.c says more). */
+ * are zero, NCCL 2.28's "no extra resources" (the layout is C++-only: tests/progs/scenario.c says more); on 2.29+
+ * they begin as NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER's do (size, magic, version: a caller built against that
+ * NCCL), which NCCL 2.29+ require (a 2.28 struct there is refused: tests/fake/nccl_reg.c). */
 static const char* devcomm(ncclComm_t c) {
   typedef ncclResult_t (*create_t)(ncclComm_t, const void*, void*);
   typedef ncclResult_t (*destroy_t)(ncclComm_t, const void*);
@@ -100,6 +102,15 @@ static const char* devcomm(ncclComm_t c) {
   if (!create || !destroy) return "missing";
   memset(reqs, 0, sizeof reqs);
   memset(dev, 0, sizeof dev);
+  int v = 0;
+  ncclGetVersion(&v);
+  if (v >= 22900) {
+    size_t size = sizeof reqs;
+    unsigned magic = 0xcafebeefu, version = (unsigned)v; /* NCCL_API_MAGIC, NCCL_VERSION_CODE */
+    memcpy(reqs, &size, sizeof size);
+    memcpy(reqs + sizeof size, &magic, sizeof magic);
+    memcpy(reqs + sizeof size + sizeof magic, &version, sizeof version);
+  }
   ncclResult_t r = create(c, reqs, dev);
   if (r == ncclSuccess) destroy(c, dev);
   return ng_rc_name(r);
