@@ -317,13 +317,13 @@ else fail report-layouts-part-first-rank-without-flags "$(echo "$out" | grep -A2
 
 # 2. Calls overdue in NCCL (fn=stuck): a registration blocked inside NCCL on every rank, named by call, step and the
 # longest wait; the window itself failed on every rank (an error, not "stuck": that word stays the window's cell with
-# no outcome), and the first error says where the ranks waited instead of "some rank never reached it"
+# no outcome), and the first error says where the ranks waited instead of "some rank never reached it"; the watchdog fires at NCCLGUARD_TIMEOUT plus its grace (T=2: 3 s)
 lib_logs "$T/stk" FAKE_NCCL_REG_STALL=1 FAKE_NCCL_VERSION=22907 NCCLGUARD_TIMEOUT=2 -- "$PROGS/ngtest" --expect-reg any --timeout 20
 out=$("$REP" -q "$T/stk" 2>&1); rc=$?
 "$REP" --json "$T/stk" >"$T/stk.json" 2>/dev/null; "$REP" --html "$T/stk.html" "$T/stk" >/dev/null 2>&1
 j=$(jsq "$T/stk.json" '[(o["call"], o["seq"], o["ranks"], o["count"], o["nranks"], o["us_max"] >= 2e6) for o in d["overdue_calls"]] + [d["stuck"], d["status"]]')
 if [ $rc = 1 ] && echo "$out" | grep -q '^calls overdue in NCCL (had not returned within NCCLGUARD_TIMEOUT' \
-   && echo "$out" | grep -Eq '^  ncclCommWindowRegister, comm [0-9a-f]{16}, step 0: ranks 0-1 \(2 of 2\), longest 2\.[0-9]{2}s \(rank [01]\)$' \
+   && echo "$out" | grep -Eq '^  ncclCommWindowRegister, comm [0-9a-f]{16}, step 0: ranks 0-1 \(2 of 2\), longest 3\.[0-9]{2}s \(rank [01]\)$' \
    && echo "$out" | grep -q ', 0 divergent, 0 stuck, 2 error lines, 1 overdue call$' \
    && echo "$out" | grep -q 'the ranks named under "calls overdue in NCCL" waited inside NCCL there' && ! echo "$out" | grep -q 'never reached' \
    && [ "$j" = "[('ncclCommWindowRegister', 0, '0-1', 2, 2, True), 0, 'problems']" ] \
