@@ -25,19 +25,22 @@ ncclResult_t fn_comm_init_rendezvous(struct fn_op *op, struct ncclComm *c, int c
   static __thread unsigned char recs[FN_MAXRANKS][FN_XREC];
   ncclResult_t r = fn_xcomplete(c, 0, recs);
   if (r != ncclSuccess) return r;
+  /* (each record copied out: the exchange's rows are bytes, not aligned for the record's 64-bit host) */
+  static __thread uint64_t hosts[FN_MAXRANKS];
   for (int i = 0; i < c->nranks; i++) {
-    struct init_rec *ir = (struct init_rec *)recs[i];
-    if (ir->rank != i || ir->nranks != c->nranks) {
+    struct init_rec ir;
+    memcpy(&ir, recs[i], sizeof ir);
+    if (ir.rank != i || ir.nranks != c->nranks) {
       fn_set_error("init: rank %d of %d missing or duplicated", i, c->nranks);
       return ncclInvalidUsage;
     }
+    hosts[i] = ir.host;
   }
   /* nNodes: the distinct host hashes among the ranks */
   int nodes = 0;
   for (int i = 0; i < c->nranks; i++) {
-    uint64_t h = ((struct init_rec *)recs[i])->host;
     int seen = 0;
-    for (int j = 0; j < i && !seen; j++) seen = ((struct init_rec *)recs[j])->host == h;
+    for (int j = 0; j < i && !seen; j++) seen = hosts[j] == hosts[i];
     nodes += !seen;
   }
   c->nnodes = nodes > 0 ? nodes : 1;
