@@ -223,15 +223,18 @@ else fail log_off_silent "$(cat "$T/logoff.err" "$T/logoff2.out")"; fi
 
 # 16. through the launcher: ncclguard-run puts the hook on PYTHONPATH; --no-pyhook leaves it off
 lib=${SHIM:-$NG_ROOT/build/libncclguard.so}
-if [ -f "$lib" ] && [ -x "$NG_ROOT/tools/ncclguard-run" ]; then
+# the variant's own launcher (its build holds the table of variables; the source copy reads the plain build's)
+runl=$NG_ROOT/tools/ncclguard-run
+[ -n "${B:-}" ] && [ -x "$B/ncclguard-run" ] && runl=$B/ncclguard-run
+if [ -f "$lib" ] && [ -x "$runl" ]; then
   env -u NCCLGUARD_PYHOOK -u RANK PYTHONPATH="$STUB" PYTHONDONTWRITEBYTECODE=1 timeout -k 2 "$NG_TIMEOUT" \
-    "$NG_ROOT/tools/ncclguard-run" --lib "$lib" -l info "$PY" "$PROG" >"$T/run.out" 2>&1
+    "$runl" --lib "$lib" -l info "$PY" "$PROG" >"$T/run.out" 2>&1
   r=$?
   if [ $r = 0 ] && has "$T/run.out" '^WRAPPED True$' && has "$T/run.out" 'decision=warmup reason=lazy_comm'; then
     pass launcher_puts_hook_on
   else fail launcher_puts_hook_on "exit $r: $(tail -3 "$T/run.out")"; fi
   env -u NCCLGUARD_PYHOOK -u RANK PYTHONPATH="$STUB" PYTHONDONTWRITEBYTECODE=1 timeout -k 2 "$NG_TIMEOUT" \
-    "$NG_ROOT/tools/ncclguard-run" --lib "$lib" --no-pyhook "$PY" "$PROG" --init eager >"$T/run2.out" 2>&1
+    "$runl" --lib "$lib" --no-pyhook "$PY" "$PROG" --init eager >"$T/run2.out" 2>&1
   r=$?
   if [ $r = 0 ] && has "$T/run2.out" '^WRAPPED False$'; then pass launcher_no_pyhook
   else fail launcher_no_pyhook "exit $r: $(tail -3 "$T/run2.out")"; fi
