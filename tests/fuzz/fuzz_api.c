@@ -58,6 +58,11 @@ struct win {
 
 static struct comm comms[NCOMM];
 static int ncomm;
+/* Communicators made by this input (created or split), at most NCOMM: each can cost at most one
+ * timed-out round (NCCLGUARD_TIMEOUT plus its 1 s grace) and one bounded abort of a communicator
+ * ncclguard revoked (5 s: the fake's abort then hangs, as NCCL 2.28.9's did), so an input ends
+ * within about a minute, under run.sh's -report_slow_units for this harness. */
+static int nmade;
 static ncclComm_t dead[NDEAD];
 static int ndead;
 static struct buf bufs[NBUF];
@@ -82,10 +87,10 @@ static int valid_res(ncclResult_t r) { return (unsigned)r <= (unsigned)ncclInPro
 int LLVMFuzzerInitialize(int* argc, char*** argv) {
   (void)argc, (void)argv;
   /* Small timeout: a wait that cannot finish is reported quickly. Log everything, to /dev/null
-   * (NCCLGUARD_FUZZ_LOG overrides, e.g. to look at a crash's log). */
+   * (FUZZ_API_LOG overrides, e.g. to look at a crash's log). */
   setenv("NCCLGUARD_TIMEOUT", "0.2", 0);
   setenv("NCCLGUARD_LOG", "trace", 0);
-  setenv("NCCLGUARD_LOG_FILE", getenv("NCCLGUARD_FUZZ_LOG") ? getenv("NCCLGUARD_FUZZ_LOG") : "/dev/null", 1);
+  setenv("NCCLGUARD_LOG_FILE", getenv("FUZZ_API_LOG") ? getenv("FUZZ_API_LOG") : "/dev/null", 1);
   setenv("FAKE_NCCL_INIT_DELAY_MS", "3", 0);
   setenv("FAKE_CUDA_DEVICES", "4", 0);
   return 0;
@@ -152,7 +157,8 @@ static void group_end(void) {
 static void op_init(unsigned kind) {
   if (ncomm >= NCOMM || (depth > 0 && kind != 0)) return;
   int n = kind == 1 ? 2 + (int)(byte() % (MAXSET - 1)) : 1;
-  if (ncomm + n > NCOMM) return;
+  if (ncomm + n > NCOMM || nmade + n > NCOMM) return;
+  nmade += n;
   ncclComm_t c[MAXSET] = {0};
   int devs[MAXSET];
   for (int i = 0; i < n; i++) devs[i] = (int)(byte() % 4);
@@ -188,7 +194,8 @@ static void op_split(void) {
   }
   int m[NCOMM], n = members(i, m);
   /* inside the caller's group NCCL fills newcomm at group end: not modelled here */
-  if (!whole(i, n) || ncomm + n > NCOMM || depth > 0) return;
+  if (!whole(i, n) || ncomm + n > NCOMM || nmade + n > NCOMM || depth > 0) return;
+  nmade += n;
   ncclComm_t out[NCOMM] = {0};
   if (n > 1) ncclGroupStart();
   for (int k = 0; k < n; k++) {
@@ -394,6 +401,7 @@ static void teardown(void) {
   }
   ndead = 0;
   nsets = 0;
+  nmade = 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -10,7 +10,10 @@ mkdir -p "$fd/work/$name" "$fd/artifacts/$name" "$src/corpus/$name"
 case $name in
   fuzz_env) opts=(-max_len=2048 -dict="$src/env.dict") ;;
   fuzz_path) opts=(-max_len=512 -dict="$src/path.dict") ;;
-  *) opts=(-max_len=256) ;;
+  # an input may legitimately wait: each of its at most 8 communicators one timed-out round
+  # (0.2 s plus the 1 s grace) and one bounded abort of a revoked communicator (5 s); see
+  # fuzz_api.c's nmade. Slower than that is a finding (slow-unit-*), a unit past -timeout a hang.
+  *) opts=(-max_len=256 -report_slow_units=60 -timeout=90) ;;
 esac
 cd "$fd" || exit 1
 export LSAN_OPTIONS="suppressions=$src/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
