@@ -56,7 +56,7 @@ for c in "NCCLGUARD_ON_FAILURE=eror|degrade|error" "NCCLGUARD_TIMEOUT=abc|a numb
   rm -f "$T/ran"
   out=$(clean_env "$v" "$RUN" touch "$T/ran" 2>&1); rc=$?
   out2=$(clean_env "$v" "$RUN" --print-env 2>&1); rc2=$?
-  want="ncclguard-run: environment: $n='$val' is not valid (expected ${c#*|})"
+  want="ncclguard-run: environment: $n='$val' is not valid (expected ${c#*|}); not run (NCCLGUARD_STRICT=0: warn and run)"
   if [ $rc = 2 ] && [ ! -e "$T/ran" ] && [ "$out" = "$want" ] && [ $rc2 = 2 ] && [ "$out2" = "$want" ]; then pass "config-run-env-refused ($v)"
   else fail "config-run-env-refused ($v)" "rc=$rc/$rc2 (want 2/2): '$out' / '$out2'"; fi
 done
@@ -94,7 +94,7 @@ if [ $rc = 0 ] && echo "$out" | grep -qx "ncclguard-run: warning: environment: N
 else fail config-run-not-strict-bad-value-warns "rc=$rc: $(echo "$out" | tr '\n' '|')"; fi
 # NCCLGUARD_STRICT itself not valid: refused (strict stays on)
 out=$(clean_env NCCLGUARD_STRICT=maybe NCCLGUARD_TIMOUT=1 "$RUN" true 2>&1); rc=$?
-if [ $rc = 2 ] && echo "$out" | grep -qx "ncclguard-run: environment: NCCLGUARD_STRICT='maybe' is not valid (expected 1/0, true/false, yes/no or on/off)" \
+if [ $rc = 2 ] && echo "$out" | grep -qx "ncclguard-run: environment: NCCLGUARD_STRICT='maybe' is not valid (expected 1/0, true/false, yes/no or on/off); not run (NCCLGUARD_STRICT=0: warn and run)" \
    && echo "$out" | grep -q 'NCCLGUARD_TIMOUT is not an ncclguard variable (did you mean NCCLGUARD_TIMEOUT?); not run'; then pass config-run-strict-bad-is-strict
 else fail config-run-strict-bad-is-strict "rc=$rc: $(echo "$out" | tr '\n' '|')"; fi
 else echo "# skip config-run-env-valid-and-overridden, config-run-env-unknown-refused, config-run-not-strict-bad-value-warns, config-run-strict-bad-is-strict: the plain variant runs them"; fi
@@ -298,10 +298,16 @@ if [ "${NG_VARIANT:-plain}" = plain ]; then
   want='ncclguard: NCCLGUARD_ON_FAILURE=eror is not valid (expected degrade|error)
 ncclguard: NCCLGUARD_TIMEOT is not an ncclguard variable (did you mean NCCLGUARD_TIMEOUT?); not started (NCCLGUARD_STRICT=0: warn and run)'
   if [ $rc = 2 ] && [ "$out" = "$want" ] && [ $rc2 = 2 ] && [ $rc3 = 2 ] \
-     && [ "$out2" = 'ncclguard: NCCLGUARD=maybe is not valid (expected 1/0, true/false, yes/no or on/off); not started (NCCLGUARD_STRICT=0: warn and run)' ] \
+     && [ "$out2" = 'ncclguard: NCCLGUARD=maybe is not valid (expected 1/0, true/false, yes/no or on/off); not started (NCCLGUARD_STRICT=0: warn and run without ncclguard)' ] \
      && [ "$out3" = 'ncclguard: NCCLGUARD_TIMOUT is not an ncclguard variable (did you mean NCCLGUARD_TIMEOUT?); not started (NCCLGUARD_STRICT=0: warn and run)' ]; then
     pass config-python-import-refuses
   else fail config-python-import-refuses "rc=$rc/$rc2/$rc3 (want 2): $(printf '%s|%s|%s' "$out" "$out2" "$out3" | tr '\n' '|')"; fi
+  # a source checkout used without installing (PYTHONPATH=python alone, no tools/python): the package
+  # finds the table beside it and refuses the same
+  out=$(cd "$T" && clean_env NCCLGUARD_LIB="$SHIM" PYTHONPATH="$NG_ROOT/python" NCCLGUARD_TIMEOUT=abc "$PY" -c 'import ncclguard' 2>&1); rc=$?
+  if [ $rc = 2 ] && [ "$out" = 'ncclguard: NCCLGUARD_TIMEOUT=abc is not valid (expected a number in [0.001, 10000000]); not started (NCCLGUARD_STRICT=0: warn and run)' ]; then
+    pass config-python-checkout-refuses
+  else fail config-python-checkout-refuses "rc=$rc (want 2): $(echo "$out" | tr '\n' '|')"; fi
   out=$(pyrun NCCLGUARD_STRICT=0 NCCLGUARD_ON_FAILURE=eror NCCLGUARD_TIMEOT=3)
   out2=$(pyrun NCCLGUARD_STRICT=0 NCCLGUARD=maybe); rc2=$?
   if echo "$out" | grep -q 'msg="NCCLGUARD_ON_FAILURE=eror is not valid (expected degrade|error); using the default degrade"' \
@@ -338,3 +344,9 @@ if echo "$out" | grep -Eq '^FAIL +env\.NCCLGUARD_TIMOUT +NCCLGUARD_TIMOUT=5: unk
    && echo "$out2" | grep -Eq '^WARN +env\.NCCLGUARD_TIMOUT +NCCLGUARD_TIMOUT=5: unknown ncclguard variable \(did you mean NCCLGUARD_TIMEOUT\?\)'; then
   pass config-doctor-unknown-did-you-mean
 else fail config-doctor-unknown-did-you-mean "$(printf '%s|%s' "$out" "$out2" | tr '\n' '|')"; fi
+# the doctor: a bad value is a FAIL row either way, its fix says what the entry routes do under the rule in force
+out=$(doc NCCLGUARD_TIMEOUT=abc); out2=$(doc NCCLGUARD_STRICT=0 NCCLGUARD_TIMEOUT=abc)
+if echo "$out" | grep -Eq '^FAIL +env\.NCCLGUARD_TIMEOUT .*fix: fix the value or unset it \(ncclguard-run and the Python package refuse it; the library alone warns' \
+   && echo "$out2" | grep -Eq '^FAIL +env\.NCCLGUARD_TIMEOUT .*fix: fix the value or unset it \(under NCCLGUARD_STRICT=0 ncclguard-run and the Python package warn and run; the library warns'; then
+  pass config-doctor-bad-value-fix-follows-strict
+else fail config-doctor-bad-value-fix-follows-strict "$(printf '%s|%s' "$out" "$out2" | grep env.NCCLGUARD_TIMEOUT | tr '\n' '|')"; fi

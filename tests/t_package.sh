@@ -240,7 +240,7 @@ check_venv() {
     # shellcheck disable=SC2086
     vrun "$v" bad ${c%%|*} -- python "$T/consumer.py" "$PROGS/libconsumer.so"
     if [ "$(rc_of bad)" != 2 ] || [ -s "$T/bad.std" ] || [ "$(wc -l <"$T/bad.err")" != 1 ] \
-       || ! grep -qF "ncclguard: ${c#*|}" "$T/bad.err" || ! has "$T/bad.err" 'not started \(NCCLGUARD_STRICT=0: warn and run\)$'; then
+       || ! grep -qF "ncclguard: ${c#*|}" "$T/bad.err" || ! has "$T/bad.err" 'not started \(NCCLGUARD_STRICT=0: warn and run( without ncclguard)?\)$'; then
       ok=0; fail "pth-bad-setting-refused-$k" "${c%%|*}: rc=$(rc_of bad) $(cat "$T/bad.std" "$T/bad.err" | head -5)"
     fi
   done

@@ -813,6 +813,13 @@ static void check_known_bugs(int code, const char *prefix) {
 
 /* ---- NCCLGUARD_* variables ---- */
 
+/* NCCLGUARD_STRICT as the launcher and the Python package read it: on unless set to a valid false value */
+static int strict_rule(void) {
+  const char *sv = getenv("NCCLGUARD_STRICT");
+  struct ng_value sx = {1, 0};
+  return !(sv && ng_tab_find("NCCLGUARD_STRICT") && !ng_var_check(ng_tab_find("NCCLGUARD_STRICT"), sv, &sx) && !sx.i);
+}
+
 /* Each NCCLGUARD_* variable of the environment, and NCCLGUARD (the Python package's switch),
  * checked by the library's own reader (vars.c); the paths also for what the library will do with
  * them (a file to load, a log directory). */
@@ -833,9 +840,7 @@ static void check_guard_vars(void) {
     snprintf(check, sizeof check, "env.%s", name);
     if (!var) {
       /* refused at entry under NCCLGUARD_STRICT (the default), a warning without it */
-      const char *sv = getenv("NCCLGUARD_STRICT");
-      struct ng_value sx = {1, 0};
-      int strict = !(sv && ng_tab_find("NCCLGUARD_STRICT") && !ng_var_check(ng_tab_find("NCCLGUARD_STRICT"), sv, &sx) && !sx.i);
+      int strict = strict_rule();
       report(strict ? FAIL : WARN, check,
              strict ? "check the spelling (ncclguard-doctor --vars lists the variables); ncclguard-run and the Python package refuse it"
                     : "check the spelling (ncclguard-doctor --vars lists the variables)",
@@ -845,8 +850,11 @@ static void check_guard_vars(void) {
     }
     if (ng_var_check(var, v, NULL) != 0) {
       char expect[128];
-      const char *what = var->lib ? "ncclguard-run and the Python package refuse it; the library alone warns and uses the default"
-                                  : "ncclguard-run and the Python package refuse it";
+      int strict = strict_rule();
+      const char *what = strict ? (var->lib ? "ncclguard-run and the Python package refuse it; the library alone warns and uses the default"
+                                            : "ncclguard-run and the Python package refuse it")
+                                : (var->lib ? "under NCCLGUARD_STRICT=0 ncclguard-run and the Python package warn and run; the library warns and uses the default"
+                                            : "under NCCLGUARD_STRICT=0 ncclguard-run and the Python package warn and run");
       char fix[256];
       snprintf(fix, sizeof fix, "fix the value or unset it (%s)", what);
       report(FAIL, check, fix, "%s=%s: not valid (expected %s)", name, v, ng_var_expect(var, expect, sizeof expect));

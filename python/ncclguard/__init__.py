@@ -30,8 +30,13 @@ _HERE = _os.path.dirname(_os.path.abspath(__file__))
 
 
 def library_path():
-    """The absolute path of this package's libncclguard.so (for LD_PRELOAD=...)."""
-    return _os.path.join(_HERE, "lib", "libncclguard.so")
+    """The absolute path of this package's libncclguard.so (for LD_PRELOAD=...); in a source checkout
+    used without installing, the checkout's build/libncclguard.so where it is built."""
+    packaged = _os.path.join(_HERE, "lib", "libncclguard.so")
+    built = _os.path.normpath(_os.path.join(_HERE, "..", "..", "build", "libncclguard.so"))
+    if not _os.path.isfile(packaged) and _os.path.isfile(built):
+        return built
+    return packaged
 
 
 def docs_path():

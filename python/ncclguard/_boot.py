@@ -36,6 +36,7 @@ Messages go through the hook's logger: the library's line format, NCCLGUARD_LOG 
 NCCLGUARD_LOG_FILE (stderr by default), fn=python.activate. Nothing here raises but the refusal (step 0).
 """
 
+import importlib.util
 import os
 import sys
 
@@ -43,6 +44,23 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 STATE = {}
+
+
+def _hook_from_checkout():
+    """A source checkout used without installing (PYTHONPATH=python): ncclguard_hook, the table every
+    NCCLGUARD_* value is judged by, lives in tools/python beside it; that folder goes last on
+    sys.path so the checks and the hook are the installed package's. Installed, nothing is done."""
+    try:
+        if importlib.util.find_spec("ncclguard_hook") is not None:
+            return
+    except (ImportError, ValueError):
+        return
+    d = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "python"))
+    if os.path.isfile(os.path.join(d, "ncclguard_hook", "_vars.py")) and d not in sys.path:
+        sys.path.append(d)
+
+
+_hook_from_checkout()
 
 
 def _warn(msg):
@@ -211,15 +229,15 @@ def _in_site():
     return False
 
 
-def _refuse(lines):
+def _refuse(lines, switch_bad=False):
     """NCCLGUARD_STRICT: one line each on stderr, then the program does not start (status 2). At
     interpreter start (ncclguard.pth) os._exit: an exception there is a fatal error of the site
     module with its traceback; after it (import ncclguard) SystemExit, so that finally clauses and
     atexit handlers run."""
     try:
         for i, line in enumerate(lines):
-            sys.stderr.write("ncclguard: %s%s\n" % (line, "; not started (NCCLGUARD_STRICT=0: warn and run)"
-                                                      if i == len(lines) - 1 else ""))
+            sys.stderr.write("ncclguard: %s%s\n" % (line, "; not started (NCCLGUARD_STRICT=0: %s)" % (
+                "warn and run without ncclguard" if switch_bad else "warn and run") if i == len(lines) - 1 else ""))
         sys.stderr.flush()
     except Exception:  # noqa: BLE001 - still refused
         pass
@@ -249,7 +267,7 @@ def _check(bad):
     if bad:
         lines.insert(0, bad.split("; not turned on")[0])
     if lines:
-        _refuse(lines)
+        _refuse(lines, switch_bad=bool(bad))
 
 
 def _activate():
