@@ -105,9 +105,12 @@ struct ng_group {
    * (revoked) at the group's end, outside NCCL's open group */
   ncclComm_t lost[4];
   int nlost;
-  /* an application group of this thread (outermost ncclGroupEnd) failed with no registration queued in it:
-   * this thread's next registration batch is refused without a round (policy.c), then it is cleared */
-  int failed;
+  /* an application group of this thread (outermost ncclGroupEnd) failed: the generation the next
+   * communicator gets (ng_reg_gen_now() + 1; 0: none failed). Every communicator that existed at that time
+   * (a smaller generation, or unknown to the registry) may have a collective of that group pending on its
+   * peers: this thread's registrations on it are refused without a round, the communicator given up
+   * (policy.c, suspect_after_failed_group); one made after it cannot */
+  uint64_t failed_gen;
 };
 struct ng_tls {
   int in_nccl;              /* >0 while this thread is inside the real NCCL: calls are NCCL's own */
@@ -368,6 +371,8 @@ static inline int ng_comm_gone(const struct ng_commview* v) {
 }
 /* Record a communicator created by NCCL (replaces a tombstone with the same address; the replaced
  * entry's resources are released). 0, or -1 when it could not be recorded (out of memory). */
+/* The generation of the newest communicator added so far (0: none yet): a later one has a greater one. */
+uint64_t ng_reg_gen_now(void);
 int ng_reg_comm_add(ncclComm_t comm, uint64_t cid, uint64_t parent_cid, int rank, int nranks, int dev,
                      int blocking, int state);
 int ng_reg_comm_get(ncclComm_t comm, struct ng_commview* v);

@@ -771,22 +771,26 @@ static ncclResult_t abandon(struct ng_regreq* reqs, int n, int reason, ncclResul
  * ours would pair with), so no round runs after such a group: each communicator is given up. The one
  * exception is known alike everywhere: every rank of the communicator is in this very group (one thread
  * drives them all), so every rank's group failed and each refuses alone, the communicator intact. */
+/* 1 when every rank of reqs[i]'s communicator is in this batch (one thread drives them all); the views are
+ * read (ng_check_reg_args) */
+static int all_ranks_in_batch(const struct ng_regreq* reqs, int n, int i) {
+  if (!reqs[i].cv.known || reqs[i].cv.nranks <= 0 || reqs[i].cv.nranks > n) return 0;
+  int here = 0; /* ranks of this communicator (by cid) in the batch */
+  for (int j = 0; j < n; j++) {
+    int dup = 0;
+    if (!reqs[j].cv.known || reqs[j].cv.cid != reqs[i].cv.cid) continue;
+    for (int k = 0; k < j && !dup; k++) dup = reqs[k].cv.known && reqs[k].cv.cid == reqs[i].cv.cid &&
+                                              reqs[k].cv.rank == reqs[j].cv.rank;
+    here += !dup;
+  }
+  return here == reqs[i].cv.nranks;
+}
+
 static ncclResult_t group_failed(struct ng_regreq* reqs, int n, ncclResult_t res, ncclResult_t refused,
                                  const char* cause) {
   int* keep = ng_calloc("policy.keep", (size_t)(n > 0 ? n : 1), sizeof *keep);
-  for (int i = 0; keep && i < n; i++) {
-    ng_check_reg_args(&reqs[i]);
-    if (!reqs[i].cv.known || reqs[i].cv.nranks <= 0 || reqs[i].cv.nranks > n) continue;
-    int here = 0; /* ranks of this communicator (by cid) queued in this group */
-    for (int j = 0; j < n; j++) {
-      int dup = 0;
-      if (!reqs[j].cv.known || reqs[j].cv.cid != reqs[i].cv.cid) continue;
-      for (int k = 0; k < j && !dup; k++) dup = reqs[k].cv.known && reqs[k].cv.cid == reqs[i].cv.cid &&
-                                                reqs[k].cv.rank == reqs[j].cv.rank;
-      here += !dup;
-    }
-    keep[i] = here == reqs[i].cv.nranks;
-  }
+  for (int i = 0; keep && i < n; i++) ng_check_reg_args(&reqs[i]);
+  for (int i = 0; keep && i < n; i++) keep[i] = all_ranks_in_batch(reqs, n, i);
   abandon(reqs, n, NG_R_GROUP_FAILED, refused, cause, keep);
   free(keep);
   return res;
@@ -795,20 +799,46 @@ ncclResult_t ng_policy_group_failed(struct ng_regreq* reqs, int n, ncclResult_t 
   return group_failed(reqs, n, res, ncclInvalidUsage, "the application's group failed");
 }
 
+/* An application group of this thread failed on this rank (wrap_group.c, failed_gen): NCCL dropped its
+ * collectives here while the peers' groups may have enqueued theirs, which a round of ncclguard's on that
+ * communicator would pair with (the peers' collective completing with our vote in it: wrong data, no error).
+ * Which communicators that group held is not known (collectives are not intercepted), so every one that
+ * existed when it failed is suspect, for good: this thread's registrations on it are refused without a round
+ * and it is given up (revoked where NCCL can), so its peers end with an error within the bound, never with
+ * data. Not suspect: one made after the failure, one without peers, one whose every rank this thread drives
+ * in this batch (its group failed on all of them), one already gone or stopped (refused as such). */
+static int suspect_after_failed_group(const struct ng_regreq* reqs, int n, int i, uint64_t failed_gen) {
+  const struct ng_commview* v = &reqs[i].cv;
+  if (!failed_gen || !reqs[i].comm) return 0;
+  if (!v->known) return 1; /* made before ncclguard saw it: it existed */
+  if (v->gen >= failed_gen || v->nranks == 1 || v->broken || ng_comm_gone(v)) return 0;
+  return !all_ranks_in_batch(reqs, n, i);
+}
+
+static ncclResult_t policy_register(struct ng_regreq* reqs, int n);
+
 ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
   if (n <= 0) return ncclSuccess;
-  struct ng_group* G = ng_grp();
-  if (G->failed) {
-    /* An application group of this thread failed on this rank with no registration in it (wrap_group.c):
-     * NCCL dropped its collectives here while the peers' groups may have enqueued theirs, which this batch's
-     * round would pair with (the peers' collective completing with our vote in it: wrong data, no error).
-     * Which communicators that group held is not known (collectives are not intercepted), so this thread's
-     * next registration is refused without a round, its communicators given up as after a failed group
-     * with registrations in it: their peers end with an error within the bound, never with data. */
-    G->failed = 0;
-    return group_failed(reqs, n, ncclInvalidUsage, ncclInvalidUsage,
-                        "an earlier application group of this thread failed on this rank");
+  uint64_t failed_gen = ng_grp()->failed_gen;
+  if (!failed_gen) return policy_register(reqs, n);
+  for (int i = 0; i < n; i++) ng_check_reg_args(&reqs[i]);
+  /* the suspect registrations first, the others after them, each in its order (a communicator's all on one
+   * side: the test is per communicator) */
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    if (!suspect_after_failed_group(reqs, n, i, failed_gen)) continue;
+    struct ng_regreq r = reqs[i];
+    memmove(&reqs[k + 1], &reqs[k], (size_t)(i - k) * sizeof *reqs);
+    reqs[k++] = r;
   }
+  if (!k) return policy_register(reqs, n);
+  ncclResult_t a = abandon(reqs, k, NG_R_GROUP_FAILED, ncclInvalidUsage,
+                           "an earlier application group of this thread failed on this rank", NULL);
+  ncclResult_t b = k < n ? policy_register(reqs + k, n - k) : ncclSuccess;
+  return a != ncclSuccess ? a : b;
+}
+
+static ncclResult_t policy_register(struct ng_regreq* reqs, int n) {
   struct ng_vote* votes = ng_calloc("policy.votes", (size_t)n, sizeof *votes);
   if (!votes) return abandon(reqs, n, NG_R_AGREE_FAILED, ncclSystemError, "out of host memory", NULL);
   ng_log_source();

@@ -220,6 +220,13 @@ int ng_reg_comm_add(ncclComm_t comm, uint64_t cid, uint64_t parent_cid, int rank
   return oom ? -1 : 0;
 }
 
+uint64_t ng_reg_gen_now(void) {
+  pthread_mutex_lock(&lock);
+  uint64_t g = gen_next;
+  pthread_mutex_unlock(&lock);
+  return g;
+}
+
 int ng_reg_comm_get(ncclComm_t comm, struct ng_commview* v) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find(comm);

@@ -50,6 +50,10 @@ __attribute__((noinline)) static ncclResult_t group_end_queued(struct ng_group* 
   return res;
 }
 
+/* The mark of a failed group: the generation the next communicator will get (every one made before the
+ * failure has a smaller one). */
+__attribute__((noinline)) static uint64_t ng_failed_group_gen(void) { return ng_reg_gen_now() + 1; }
+
 /* The end of the application's group: the real ncclGroupEnd, or ncclGroupSimulateEnd, which ends
  * the group the same way (NCCL decrements its depth and still performs the registrations queued in
  * it; only collectives are not launched). Then the queued registrations go through the policy. */
@@ -66,12 +70,11 @@ static ncclResult_t group_end(ncclSimInfo_t* sim, int simulate) {
   struct ng_group* G = ng_grp(); /* this libnccl's group (route.c: each copy of NCCL has its own) */
   if (G->depth > 0) G->depth--;
   if (G->depth > 0) return res;
-  if (G->npending == 0 && G->nlost == 0) { /* (the data path: one compare more) */
-    /* a failed group: NCCL dropped its collectives on this rank only, perhaps; the peers' may wait for them,
-     * and a round of this thread's next registration would pair with them (policy.c refuses it) */
-    if (res != ncclSuccess && res != ncclInProgress) G->failed = 1;
-    return res;
-  }
+  /* a failed group: NCCL dropped its collectives on this rank only, perhaps; the peers' may wait for them on
+   * any communicator that existed then, and a round of this thread's on one of them would pair with them
+   * (policy.c refuses those registrations; the group's own queued ones are refused below) */
+  if (res != ncclSuccess && res != ncclInProgress) G->failed_gen = ng_failed_group_gen();
+  if (G->npending == 0 && G->nlost == 0) return res; /* (the data path: one compare more) */
   return group_end_queued(G, res);
 }
 

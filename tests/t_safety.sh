@@ -145,6 +145,22 @@ for v in 22809 23007; do
     && [ "$(tn 'proc=1 comm=A warm=ok group=ncclSystemError reg=ncclSystemError win=null ar=error x=unchanged')" = 1 ] \
     && pass "failed-app-group-with-registration-stopped-nccl-$v" || fail "failed-app-group-with-registration-stopped-nccl-$v" "$(twhy ag$v)"
 done
+# ... and on a communicator C that the failed group's collective X used but no registration of it did: the
+# group {X on C, invalid on P0; registration on A} (appmixed), or {X on C} alone followed by a registration
+# on A (apptwice): P0's later registration on C is refused without a round (reason=group_failed) and C given
+# up, whatever came between; P1's ends with an error, its X never completes with wrong data (at 8f4b3cc P0
+# ran its round on C, which paired with P1's X: x=wrong)
+for mc in appmixed:1 apptwice:2; do
+  m=${mc%:*} c=${mc#*:} # c: P0's registrations refused for the earlier group (C; A too in apptwice)
+  for v in 22809 23007 22703; do
+    FAKE_NCCL_VERSION=$v NCCLGUARD_TIMEOUT=2 tw $m$v $m --wait 4
+    [ $rc = 0 ] && ! echo "$out" | grep -q '=wrong' \
+      && [ "$(tn 'RESULT proc=0 .* regC=ncclInvalidUsage winC=null x=dropped')" = 1 ] \
+      && [ "$(tn 'RESULT proc=1 .* regC=ncclSystemError winC=null x=\(unchanged\|pending\)')" = 1 ] \
+      && [ "$(logs $m$v | grep -c 'fn=ncclCommWindowRegister .*rank=0 nranks=2 .*decision=error reason=group_failed .*an earlier application group')" = "$c" ] \
+      && pass "failed-app-group-$m-other-communicator-stopped-nccl-$v" || fail "failed-app-group-$m-other-communicator-stopped-nccl-$v" "$(twhy $m$v)"
+  done
+done
 
 # 5. agreement resources of destroyed communicators past the pool are freed (issue 19, case 6): 300
 # one-rank communicators alive per cycle, each with its own stream (a thread in the fakes)

@@ -35,7 +35,13 @@
  *                     application that goes on after a group error): never success with wrong data
  *   twocomm appcoll   the same group without the registration ({application all-reduce on A}, invalid on P0),
  *                     then both register on A after it, then the application's all-reduce on A
- * P2 takes no part in A; in the appgroup and devcomm modes B is created and left alone.
+ *   twocomm appmixed  P0 and P1 also share a third communicator C. The group {application all-reduce X on C,
+ *                     invalid on P0; registration on A} fails on P0 only; then both register on C. A round on C
+ *                     would pair with P1's X (wrong data): "regC=", "x=" (P1's X), then the application's
+ *                     all-reduce on C ("arC=")
+ *   twocomm apptwice  the group {X on C} alone fails on P0; both register on A, then on C: the registration
+ *                     on A must not use up what keeps C's round from pairing with X
+ * P2 takes no part in A; in the appgroup, appmixed, apptwice and devcomm modes B is created and left alone.
  * Options: --wait SEC (each application all-reduce, default 6), --timeout SEC (the whole run, default 60).
  * Exit: 1 if a process saw wrong data, 124 if a process did not end in time, 0 otherwise. */
 #define _GNU_SOURCE
@@ -55,7 +61,7 @@
 #define NPROC 3
 struct shared {
   volatile int ready;
-  ncclUniqueId a, b;
+  ncclUniqueId a, b, c;
 };
 static struct shared* sh;
 static const char* mode;
@@ -123,6 +129,7 @@ static int run(int p) {
   if (p == 0) {
     ncclGetUniqueId(&sh->a);
     ncclGetUniqueId(&sh->b);
+    ncclGetUniqueId(&sh->c);
     __atomic_store_n(&sh->ready, 1, __ATOMIC_RELEASE);
   } else {
     while (!__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE)) usleep(200);
@@ -142,6 +149,57 @@ static int run(int p) {
   int bad = 0;
   ncclWindow_t wa = sentinel, wb = sentinel;
   ncclResult_t reg_a = ncclSuccess, reg_b = ncclSuccess, e;
+
+  if (!strcmp(mode, "appmixed") || !strcmp(mode, "apptwice")) {
+    if (p == 2) {
+      ng_say("RESULT proc=2 comm=B idle");
+      return 0;
+    }
+    ncclComm_t c = join(&sh->c, ra);
+    if (!c) {
+      ng_say("RESULT proc=%d init=failed", p);
+      return 0;
+    }
+    const char* warm_c = ng_app_allreduce(c, d, COUNT, ra, 2, wait_s * 1000);
+    void* bufa = vmm_buf();
+    void* bufc = vmm_buf();
+    int mixed = !strcmp(mode, "appmixed");
+    float* dx = NULL;
+    cudaStream_t sx;
+    cudaMalloc((void**)&dx, COUNT * sizeof(float));
+    cudaStreamCreate(&sx);
+    float* hx = malloc(COUNT * sizeof *hx);
+    for (int i = 0; i < COUNT; i++) hx[i] = (float)(ra + 1);
+    cudaMemcpy(dx, hx, COUNT * sizeof *hx, cudaMemcpyHostToDevice);
+    ncclWindow_t wc = sentinel;
+    ncclGroupStart();
+    ncclAllReduce(dx, dx, COUNT, ncclFloat, p == 0 ? (ncclRedOp_t)99 : ncclSum, c, sx); /* X, invalid on P0 */
+    if (mixed) reg_a = ncclCommWindowRegister(a, bufa, 2 << 20, &wa, NCCL_WIN_COLL_SYMMETRIC);
+    e = ncclGroupEnd();
+    if (!mixed) reg_a = ncclCommWindowRegister(a, bufa, 2 << 20, &wa, NCCL_WIN_COLL_SYMMETRIC);
+    else if (reg_a == ncclSuccess) reg_a = e;
+    ncclResult_t reg_c = ncclCommWindowRegister(c, bufc, 2 << 20, &wc, NCCL_WIN_COLL_SYMMETRIC);
+    /* X (P1's): as in appgroup, "wrong" when it completed paired with something that was not P0's X */
+    const char* x = "dropped";
+    if (p == 1) {
+      double until = ng_now_us() + wait_s * 1e6;
+      cudaError_t q;
+      while ((q = cudaStreamQuery(sx)) == cudaErrorNotReady && ng_now_us() < until) usleep(500);
+      x = q == cudaErrorNotReady ? "pending" : "ok";
+      if (q == cudaSuccess) {
+        cudaMemcpy(hx, dx, COUNT * sizeof *hx, cudaMemcpyDeviceToHost);
+        int same = 1, right = 1;
+        for (int i = 0; i < COUNT; i++) same &= hx[i] == (float)(ra + 1), right &= hx[i] == 3.0f;
+        x = right ? "ok" : same ? "unchanged" : "wrong";
+      }
+      bad |= !strcmp(x, "wrong");
+    }
+    const char* arc = after(c, wc && wc != sentinel ? ncclSuccess : reg_c, d, ra, 1);
+    bad |= !strcmp(arc, "wrong");
+    ng_say("RESULT proc=%d warm=%s/%s group=%s regA=%s regC=%s winC=%s x=%s arC=%s", p, warm_a, warm_c,
+           ng_rc_name(e), ng_rc_name(reg_a), ng_rc_name(reg_c), winword(wc), x, arc);
+    return bad;
+  }
 
   if (!strcmp(mode, "appgroup") || !strcmp(mode, "appcoll")) {
     if (p == 2) {
@@ -274,7 +332,7 @@ static int run(int p) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: twocomm go|rollback|late|devcomm|appgroup|appcoll [--wait SEC] [--timeout SEC]\n");
+    fprintf(stderr, "usage: twocomm go|rollback|late|devcomm|appgroup|appcoll|appmixed|apptwice [--wait SEC] [--timeout SEC]\n");
     return 2;
   }
   mode = argv[1];
