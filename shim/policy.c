@@ -287,18 +287,19 @@ static void vote_fill(struct ng_vote* vt, const struct ng_regreq* r) {
 }
 
 /* The window's layout against its peers' (the reduced votes): LAYOUT_MISMATCH when the flags differ, or
- * the sizes of symmetric windows differ where the loaded NCCL needs them equal (before 2.30.7 each rank
- * takes its window's place in the symmetric space from its own size: symMemoryObtain -> ncclSpaceAlloc at
- * v2.28.9-1; 2.30.7 reserves the largest size among the ranks, lsaMaxSize). Unequal sizes that NCCL takes
- * are logged at INFO. */
+ * the sizes differ on a communicator with symmetric support where the loaded NCCL needs them equal (before
+ * 2.30.7 each rank takes its window's place in the symmetric space from its own size: symMemoryObtain ->
+ * ncclSpaceAlloc at v2.28.9-1, for every window of such a communicator whatever its flags, which gate only
+ * the symmetric kernels' set-up; 2.27's symmetric registration task alike: so a window without
+ * NCCL_WIN_COLL_SYMMETRIC of unequal sizes moves every later window's place; 2.30.7 reserves the largest
+ * size among the ranks, lsaMaxSize). Unequal sizes that NCCL takes are logged at INFO. */
 static int layout_check(struct ng_regreq* r, const int32_t* v, int sym) {
   int flags_differ = v[NG_VOTE_WFLAGS] != ~v[NG_VOTE_NWFLAGS];
   int sizes_differ = 0;
   if (!v[NG_VOTE_SIZE_UNKNOWN]) /* (where a rank cannot tell, NCCL decides, as without ncclguard) */
     for (int p = 0; p < 3; p++) sizes_differ |= v[NG_VOTE_SIZE_P0 + p] != -v[NG_VOTE_NSIZE_P0 + p];
   if (!flags_differ && !sizes_differ) return NG_R_OK;
-  int symmetric = (v[NG_VOTE_WFLAGS] & NG_WIN_COLL_SYMMETRIC) != 0;
-  int refuse = flags_differ || (sizes_differ && sym && symmetric && ng_nccl_version() < 23007);
+  int refuse = flags_differ || (sizes_differ && sym && ng_nccl_version() < 23007);
   double lo = (double)-v[NG_VOTE_NSIZE_4K] * 4096, hi = (double)v[NG_VOTE_SIZE_4K] * 4096;
   char msg[480];
   if (flags_differ)
@@ -310,10 +311,11 @@ static int layout_check(struct ng_regreq* r, const int32_t* v, int sym) {
     snprintf(msg, sizeof msg, "the ranks of communicator %p registered windows in allocations of different sizes at "
              "step %d: from %.0f to %.0f bytes (4 KiB units; this rank, %d: window %zu bytes in an allocation of %zu)%s",
              (void*)r->comm, r->seq, lo, hi, r->cv.rank, r->size, r->alloc_size,
-             refuse ? ": the loaded NCCL places each rank's symmetric window by its own size (before 2.30.7), so "
-                      "its collectives would read the wrong memory; refused on every rank"
-             : !symmetric || !sym ? ": not a symmetric window here, NCCL takes it as it is"
-                                  : ": NCCL 2.30.7+ reserves the largest of them on every rank, so it is registered");
+             refuse ? ": the loaded NCCL places each rank's window by its own size (before 2.30.7, whatever the "
+                      "window's flags), so this and every later window would sit at different places and symmetric "
+                      "collectives would read the wrong memory; refused on every rank"
+             : !sym ? ": no symmetric support here, NCCL takes it as it is"
+                    : ": NCCL 2.30.7+ reserves the largest of them on every rank, so it is registered");
   ng_log_msg(refuse ? NG_LOG_WARN : NG_LOG_INFO, r->cv.dev, "layout", "%s", msg);
   return refuse ? NG_R_LAYOUT_MISMATCH : NG_R_OK;
 }

@@ -472,6 +472,18 @@ for v in 22809 22907; do
     && [ "$(logs lay-$v | grep -c 'fn=layout msg="the ranks of communicator .* allocations of different sizes at step 0: from 2097152 to 4194304 bytes')" = 2 ] \
     && pass "layout-mismatch (NCCL $v: refused on every rank)" || fail "layout-mismatch (NCCL $v: refused on every rank)" "$(why lay-$v)"
 done
+# the same with flags 0 at step 0: NCCL places every window of a communicator with symmetric support in the
+# space, whatever its flags (symMemoryObtain at v2.28.9-1, the flag gates only the symmetric kernels), so the
+# step-1 window moves alike (at eb3cf18 registered with an INFO "not a symmetric window here": wrong sum)
+for v in 22809 22907 23004; do
+  out=$(FAKE_NCCL_VERSION=$v bare_run "$L" layout-sizes-flags0 --timeout 20 2>/dev/null); rc=$?
+  out2=$(FAKE_NCCL_VERSION=$v NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/lays0-$v.%p.log" fake_run "$L" layout-sizes-flags0 --timeout 20 2>/dev/null); rc2=$?
+  [ "$(echo "$out" | grep -c 'RESULT fail .*sum=wrong')" -ge 1 ] \
+    && [ $rc2 = 0 ] && [ "$(echo "$out2" | grep -c 'RESULT ok .*win0=null .*win1=set .*sum=ok')" = 2 ] \
+    && [ "$(logs lays0-$v | grep -c 'flags=0 .*seq=0 .*decision=degrade reason=layout_mismatch')" = 2 ] \
+    && pass "layout-mismatch-flags0 (NCCL $v: refused on every rank, wrong data without)" \
+    || fail "layout-mismatch-flags0 (NCCL $v: refused on every rank, wrong data without)" "without: $(echo "$out" | grep RESULT | tr '\n' ' ') with: $(echo "$out2" | grep RESULT | tr '\n' ' ') $(logs lays0-$v | grep 'seq=0' | head -2 | cut -c1-200)"
+done
 out=$(FAKE_NCCL_VERSION=23007 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/lay-23007.%p.log" fake_run "$L" layout-sizes --timeout 20 2>/dev/null); rc=$?
 [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*win0=set .*win1=set .*sum=ok')" = 2 ] \
   && [ "$(logs lay-23007 | grep -c 'INFO fn=layout .*NCCL 2.30.7+ reserves the largest')" = 2 ] \

@@ -34,6 +34,8 @@
  *   faults layout-sizes                 step 0: the last rank registers a 4 MiB allocation where the others
  *                                       register 2 MiB; step 1: every rank 2 MiB; then an all-reduce on the
  *                                       step-1 window (RESULT fail: wrong sum or a failed call)
+ *   faults layout-sizes-flags0          layout-sizes with flags 0 at step 0 on every rank (NCCL places every
+ *                                       window of a communicator with symmetric support, whatever its flags)
  *   faults layout-flags                 the same, step 0 with the same size but flags 0 on the last rank
  *                                       (NCCL_WIN_COLL_SYMMETRIC on the others; --flags0 N: N instead of 0)
  *   faults layout-segments              the same, step 0 a window over two allocations mapped back to back:
@@ -249,9 +251,10 @@ static int run_rank(int rank) {
   } else if (!strncmp(mode, "layout-", 7)) {
     ncclComm_t c = init_comm(rank, 1);
     if (!c) return 1;
-    int last = rank == nranks - 1, sizes = !strcmp(mode, "layout-sizes"), segs = !strcmp(mode, "layout-segments");
+    int last = rank == nranks - 1, nosym0 = !strcmp(mode, "layout-sizes-flags0"), segs = !strcmp(mode, "layout-segments");
+    int sizes = nosym0 || !strcmp(mode, "layout-sizes");
     size_t s0 = sizes && last ? (4u << 20) : (2u << 20);
-    int f0 = !sizes && !segs && last ? flags0 : NCCL_WIN_COLL_SYMMETRIC;
+    int f0 = nosym0 ? 0 : !sizes && !segs && last ? flags0 : NCCL_WIN_COLL_SYMMETRIC;
     void *a = NULL, *b = NULL;
     if (segs) { /* two allocations back to back, 2 + 2 MiB (the last rank 2 + 4 MiB), one window over both */
       size_t s1 = last ? (4u << 20) : (2u << 20);
