@@ -231,8 +231,8 @@ if [ -e "$FAKE/libcuda.so.1" ] && [ -e "$FAKE/libnccl.so.2" ]; then
         && rows_ok "$o29" "NVIDIA/nccl#1963 NVIDIA/nccl#2241 sgl-project/sglang#36943 NVIDIA/nccl#2058" \
           "NVIDIA/nccl#2331 NVIDIA/nccl#2198 NVIDIA/nccl#1828")
   if [ $rc -eq 0 ] && [ -z "$why" ] && [ $r27 -eq 0 ] && [ $r28 -eq 0 ] && [ $r29 -eq 0 ] \
-     && echo "$out" | grep -Eq '^INFO +nccl\.known-bug +NCCL 2\.30\.7: NVIDIA/nccl#2331 .*ncclguard, guarded: .*https://github\.com/NVIDIA/nccl/issues/2331 +fix: ' \
-     && echo "$o29" | grep -Eq '^INFO +nccl\.known-bug +NCCL 2\.29\.7: sgl-project/sglang#36943 .*ncclguard, made clear: ' \
+     && echo "$out" | grep -Eq '^INFO +nccl\.known-bug +NCCL 2\.30\.7: NVIDIA/nccl#2331 .*ncclguard guards it: .*https://github\.com/NVIDIA/nccl/issues/2331 +fix: ' \
+     && echo "$o29" | grep -Eq '^INFO +nccl\.known-bug +NCCL 2\.29\.7: sgl-project/sglang#36943 .*ncclguard makes it clear: ' \
      && echo "$out" | grep -Eq '^ncclguard-doctor: [0-9]+ OK, [0-9]+ INFO, 0 WARN, 0 FAIL$' \
      && ! echo "$out$o27$o28$o29" | grep 'known-bug' | grep -q '`'; then pass doctor-known-bugs-by-version
   else fail doctor-known-bugs-by-version "rc=$rc/$r27/$r28/$r29 $why: $(echo "$out" | grep -E 'known-bug|^ncclguard-doctor' | cut -c1-90 | tr '\n' '|')"; fi
@@ -279,7 +279,7 @@ CEOF
     b=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_NCCL_VERSION=23003 timeout 60 "$DOC" --no-python 2>&1); rb=$?
     c=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_NCCL_VERSION=23007 timeout 60 "$DOC" --no-python --cuda-lib "$T/libcuda-sm121.so" 2>&1); rc3=$?
     if [ $ra -eq 0 ] && echo "$a" | grep -Eq '^OK +gpu\.0 .*compute capability 12\.1' \
-       && echo "$a" | grep -Eq '^INFO +nccl\.known-bug +NCCL 2\.30\.3 on SM 12\.1: NVIDIA/TensorRT-LLM#15559 .*ncclguard, out of reach: ' \
+       && echo "$a" | grep -Eq '^INFO +nccl\.known-bug +NCCL 2\.30\.3 on SM 12\.1: NVIDIA/TensorRT-LLM#15559 .*out of reach for ncclguard: ' \
        && [ $rb -eq 0 ] && echo "$b" | grep -Eq '^OK +gpu\.0 .*compute capability 9\.0' && ! echo "$b" | grep -q 'TensorRT-LLM#15559' \
        && [ $rc3 -eq 0 ] && echo "$c" | grep -Eq 'compute capability 12\.1' && ! echo "$c" | grep -q 'TensorRT-LLM#15559'; then
       pass doctor-known-bugs-architecture

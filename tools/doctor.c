@@ -710,7 +710,7 @@ static const struct known_bug {
 #include "catalogue.def"
 #undef NG_REPORT
 };
-static const char *const verdict_text[] = {"guarded", "made clear", "out of reach"};
+static const char *const verdict_text[] = {"ncclguard guards it", "ncclguard makes it clear", "out of reach for ncclguard"};
 
 /* the compute capabilities (major * 10 + minor) of the GPUs check_cuda saw, each once */
 static int gpu_sm[16], n_gpu_sm;
@@ -759,6 +759,16 @@ static const char *clause(const char *s, char *buf, size_t n) {
     size_t c = 110;
     while (c > 40 && buf[c] != ' ') c--;
     while (c > 0 && (buf[c - 1] == ',' || buf[c - 1] == ' ')) c--;
+    /* not ending on a word that leads on ("... and...") */
+    static const char *const lead[] = {" and", " or", " but", " with", " the", " a", " an", " to", " of", " in", " on", " by"};
+    for (size_t i = 0; i < sizeof lead / sizeof *lead; i++) {
+      size_t l = strlen(lead[i]);
+      if (c > l + 40 && !strncmp(buf + c - l, lead[i], l)) {
+        c -= l;
+        while (c > 0 && (buf[c - 1] == ',' || buf[c - 1] == ' ')) c--;
+        break;
+      }
+    }
     snprintf(buf + c, n - c, "...");
     return buf;
   }
@@ -803,7 +813,7 @@ static void check_known_bugs(int code, const char *prefix) {
     char tw[512], tg[512], tf[256];
     clause(b->guard, tg, sizeof tg);
     size_t gl = strlen(tg);
-    report(INFO, check, b->fix[0] ? plain(b->fix, tf, sizeof tf) : NULL, "NCCL %s%s: %s - %s%s; ncclguard, %s: %s%s %s", v, on,
+    report(INFO, check, b->fix[0] ? plain(b->fix, tf, sizeof tf) : NULL, "NCCL %s%s: %s - %s%s; %s: %s%s %s", v, on,
            b->id, clause(b->what, tw, sizeof tw), note, verdict_text[b->verdict], tg, gl >= 3 && !strcmp(tg + gl - 3, "...") ? "" : ".",
            b->url);
     named++;
