@@ -429,6 +429,8 @@ void ng_reg_pool_drain(void);
 int ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, int flags, int seq);
 /* A live window of comm registered with exactly these arguments: 1 with *win set. */
 int ng_reg_win_find(ncclComm_t comm, const void* buff, size_t size, int flags, ncclWindow_t* win);
+/* 1 when comm has a live window whose buffer lies in [lo, lo + n) (an allocation NCCL already placed). */
+int ng_reg_win_in_range(ncclComm_t comm, uintptr_t lo, size_t n);
 /* Registrations a window serves: +1 for a repeat served from it; -1 only while more than one is left.
  * Returns the new count, 0 when the window is unknown or (delta -1) it served only one: NCCL's turn. */
 int ng_reg_win_ref(ncclWindow_t win, int delta);
@@ -462,7 +464,7 @@ int ng_reason_level(int r);
 const char* ng_reason_advice(int r);
 /* The local checks NCCL `version`'s symmetric path makes of buff[0..size): *facts gets one bit per
  * reason it would refuse the buffer for; returns the lowest such reason, or NG_R_OK. */
-int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* facts, size_t* alloc);
+int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* facts, size_t* alloc, uintptr_t* base);
 /* 1 if a graph capture makes NCCL `version`'s registration fail on this thread (before 2.30.7). */
 int ng_capture_hazard(int version);
 
@@ -549,6 +551,10 @@ enum {
   NG_VOTE_SIZE_4K, NG_VOTE_NSIZE_4K,
   NG_VOTE_WFLAGS, NG_VOTE_NWFLAGS,
   NG_VOTE_SIZE_UNKNOWN, /* some rank could not read its allocation's size: sizes are not compared */
+  /* where NCCL looks an allocation up among those it placed and reuses its place (before 2.30.7): on some
+   * rank the window's allocation already holds a live window of the communicator (or an earlier one of
+   * the batch), on some rank not; a rank that could not read its allocation sets neither */
+  NG_VOTE_ALLOC_LIVE, NG_VOTE_ALLOC_NEW,
   NG_VOTE_NULL_WIN, /* outcome round: NCCL answered success with a NULL window on some rank */
   NG_VOTE_REAL_WIN, /* ... with a window on some rank */
   NG_VOTE_END
@@ -577,6 +583,9 @@ struct ng_regreq {
   ncclWindow_t repeat_of; /* NCCL without reuse: the live window registered with exactly these arguments */
   int space_full;   /* NCCL without reuse failed: its symmetric address space has no room (#2331) */
   size_t alloc_size; /* preflight: the size of the allocation behind buff (what NCCL 2.28+ places), 0: unknown */
+  uintptr_t alloc_base; /* preflight: where that allocation begins (with alloc_size) */
+  int alloc_live;    /* 1: NCCL (before 2.30.7) reuses that allocation's place (a live window, or an earlier one
+                        of the batch, in it); 0: it places it anew; -1: not known */
   int null_peer;
   int in_go;        /* in this batch's go round (its communicator registers something in the batch) */
   int acct;         /* registered here: comm_windows and comm_bytes (after it) go to the log */

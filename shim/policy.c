@@ -216,9 +216,18 @@ static void phase_preflight(struct ng_regreq* reqs, int n) {
     ng_rules_for(r->comm, r->cv.dev, r->cv.nranks, &r->rules);
     r->facts = 0;
     if (!r->arg_reason && ng_cfg.preflight) {
-      ng_preflight(r->buff, r->size, r->cv.dev, r->rules.version, &r->facts, &r->alloc_size);
+      ng_preflight(r->buff, r->size, r->cv.dev, r->rules.version, &r->facts, &r->alloc_size, &r->alloc_base);
       /* 2.27 fails an address that is no CUDA allocation on every path (cuMemGetAddressRange) */
       if (r->rules.all_paths && ng_cuda_is_allocation(r->buff, r->cv.dev) == 0) r->arg_reason = NG_R_NOT_DEVICE;
+    }
+    /* NCCL with reuse (before 2.30.7) gives an allocation it already placed no new place: whether this
+     * window's is one (a live window of the communicator in it, or an earlier registration of the batch) */
+    r->alloc_live = -1;
+    if (!r->arg_reason && !r->rules.no_reuse && r->alloc_size) {
+      r->alloc_live = ng_reg_win_in_range(r->comm, r->alloc_base, r->alloc_size);
+      for (int j = 0; j < i && !r->alloc_live; j++)
+        r->alloc_live = reqs[j].comm == r->comm && reqs[j].decision != NG_D_ERROR && !reqs[j].arg_reason &&
+                        reqs[j].alloc_size && reqs[j].alloc_base == r->alloc_base;
     }
     /* NCCL without reuse (2.30.7+): an exact repeat of a live registration can be served from its window */
     r->repeat_of = NULL;
@@ -284,6 +293,8 @@ static void vote_fill(struct ng_vote* vt, const struct ng_regreq* r) {
   vt->v[NG_VOTE_WFLAGS] = r->flags;
   vt->v[NG_VOTE_NWFLAGS] = ~r->flags; /* ~x orders as -x does, and is defined for INT_MIN too */
   vt->v[NG_VOTE_SIZE_UNKNOWN] = sz == 0;
+  vt->v[NG_VOTE_ALLOC_LIVE] = r->alloc_live == 1;
+  vt->v[NG_VOTE_ALLOC_NEW] = r->alloc_live == 0;
 }
 
 /* The window's layout against its peers' (the reduced votes): LAYOUT_MISMATCH when the flags differ, or
@@ -298,6 +309,19 @@ static int layout_check(struct ng_regreq* r, const int32_t* v, int sym) {
   int sizes_differ = 0;
   if (!v[NG_VOTE_SIZE_UNKNOWN]) /* (where a rank cannot tell, NCCL decides, as without ncclguard) */
     for (int p = 0; p < 3; p++) sizes_differ |= v[NG_VOTE_SIZE_P0 + p] != -v[NG_VOTE_NSIZE_P0 + p];
+  if (!flags_differ && v[NG_VOTE_ALLOC_LIVE] && v[NG_VOTE_ALLOC_NEW] && sym && ng_nccl_version() < 23007) {
+    /* NCCL before 2.30.7 reuses the place of an allocation it already placed (symMemoryObtain's lookup at
+     * v2.28.9-1 - v2.30.4-1): a window in such an allocation on some ranks and in a new one on others puts
+     * this window and every later one at different places on the ranks */
+    ng_log_msg(NG_LOG_WARN, r->cv.dev, "layout",
+               "the ranks of communicator %p registered at step %d a window in an allocation that already holds one "
+               "of their windows on some ranks and in a new allocation on others (this rank, %d: %s): the loaded NCCL "
+               "places a new allocation and reuses the place of one it placed (before 2.30.7), so this and every "
+               "later window would sit at different places and symmetric collectives would read the wrong memory; "
+               "refused on every rank", (void*)r->comm, r->seq, r->cv.rank,
+               r->alloc_live == 1 ? "an allocation it placed" : r->alloc_live == 0 ? "a new allocation" : "unknown");
+    return NG_R_LAYOUT_MISMATCH;
+  }
   if (!flags_differ && !sizes_differ) return NG_R_OK;
   int refuse = flags_differ || (sizes_differ && sym && ng_nccl_version() < 23007);
   double lo = (double)-v[NG_VOTE_NSIZE_4K] * 4096, hi = (double)v[NG_VOTE_SIZE_4K] * 4096;

@@ -51,8 +51,9 @@ static size_t segments_span(uintptr_t p, size_t size, uintptr_t base, size_t asi
   return span;
 }
 
-int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* facts, size_t* alloc) {
+int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* facts, size_t* alloc, uintptr_t* abase) {
   *alloc = 0;
+  *abase = 0;
   (void)dev; /* a buffer on another GPU than the communicator's: NCCL's own business, not checked */
   *facts = 0;
   if (!ng_cuda_ok()) return NG_R_OK; /* nothing can be checked: NCCL decides */
@@ -68,6 +69,7 @@ int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* 
     *facts |= 1u << NG_R_NOT_VMM;
   else {
     *alloc = asize;
+    *abase = base;
     if (v227) {
       if (base % (2u << 20) || asize % (2u << 20)) *facts |= 1u << NG_R_MISALIGNED;
     } else if ((p - base) % 4096) {

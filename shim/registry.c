@@ -469,6 +469,20 @@ int ng_reg_win_add(ncclWindow_t win, ncclComm_t comm, void* buff, size_t size, i
   return oom ? -1 : 0;
 }
 
+int ng_reg_win_in_range(ncclComm_t comm, uintptr_t lo, size_t n) {
+  pthread_mutex_lock(&lock);
+  struct win_ent *w, *tmp;
+  int hit = 0;
+  HASH_ITER(hh, wins, w, tmp) {
+    if (w->comm == comm && (uintptr_t)w->buff - lo < n) {
+      hit = 1;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  return hit;
+}
+
 int ng_reg_win_find(ncclComm_t comm, const void* buff, size_t size, int flags, ncclWindow_t* win) {
   pthread_mutex_lock(&lock);
   struct win_ent *w, *tmp, *hit = NULL;

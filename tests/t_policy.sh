@@ -484,6 +484,23 @@ for v in 22809 22907 23004; do
     && pass "layout-mismatch-flags0 (NCCL $v: refused on every rank, wrong data without)" \
     || fail "layout-mismatch-flags0 (NCCL $v: refused on every rank, wrong data without)" "without: $(echo "$out" | grep RESULT | tr '\n' ' ') with: $(echo "$out2" | grep RESULT | tr '\n' ' ') $(logs lays0-$v | grep 'seq=0' | head -2 | cut -c1-200)"
 done
+# an allocation NCCL already placed on some ranks, a new one on others (faults layout-reuse): before 2.30.7
+# NCCL reuses the place of an allocation it placed (symMemoryObtain's lookup), so the step-1 windows, and
+# the step-2 ones after them, sit at different places: wrong sum without ncclguard (and at 8f4b3cc with
+# it); refused on every rank at step 1, the step-2 all-reduce right. 2.30.7 (no lookup): registered.
+for v in 22809 22907 23004; do
+  out=$(FAKE_NCCL_VERSION=$v bare_run "$L" layout-reuse --timeout 20 2>/dev/null); rc=$?
+  out2=$(FAKE_NCCL_VERSION=$v NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/layr-$v.%p.log" fake_run "$L" layout-reuse --timeout 20 2>/dev/null); rc2=$?
+  [ "$(echo "$out" | grep -c 'RESULT fail .*sum=wrong')" -ge 1 ] \
+    && [ $rc2 = 0 ] && [ "$(echo "$out2" | grep -c 'RESULT ok .*win0=set .*win1=null .*win2=set .*sum=ok')" = 2 ] \
+    && [ "$(logs layr-$v | grep -c 'seq=1 .*decision=degrade reason=layout_mismatch')" = 2 ] \
+    && [ "$(logs layr-$v | grep -c 'WARN fn=layout msg="the ranks of communicator .* at step 1 a window in an allocation that already holds')" = 2 ] \
+    && pass "layout-reuse-$v-refused-every-rank (wrong data without)" \
+    || fail "layout-reuse-$v-refused-every-rank (wrong data without)" "without: $(echo "$out" | grep RESULT | tr '\n' ' ') with: $(echo "$out2" | grep RESULT | tr '\n' ' ')"
+done
+out=$(FAKE_NCCL_VERSION=23007 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/layr-23007.%p.log" fake_run "$L" layout-reuse --timeout 20 2>/dev/null); rc=$?
+[ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*win1=set .*sum=ok')" = 2 ] && ! lhas layr-23007 'decision=(degrade|error)' \
+  && pass layout-reuse-2.30.7-registered || fail layout-reuse-2.30.7-registered "$(why layr-23007)"
 out=$(FAKE_NCCL_VERSION=23007 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/lay-23007.%p.log" fake_run "$L" layout-sizes --timeout 20 2>/dev/null); rc=$?
 [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*win0=set .*win1=set .*sum=ok')" = 2 ] \
   && [ "$(logs lay-23007 | grep -c 'INFO fn=layout .*NCCL 2.30.7+ reserves the largest')" = 2 ] \

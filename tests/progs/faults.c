@@ -36,6 +36,10 @@
  *                                       step-1 window (RESULT fail: wrong sum or a failed call)
  *   faults layout-sizes-flags0          layout-sizes with flags 0 at step 0 on every rank (NCCL places every
  *                                       window of a communicator with symmetric support, whatever its flags)
+ *   faults layout-reuse                 step 0: every rank a window over the first half of a 4 MiB allocation
+ *                                       A; step 1: the second half of A, but the last rank a new 4 MiB
+ *                                       allocation B (NCCL before 2.30.7 reuses A's place, B takes a new
+ *                                       one); step 2: every rank a new 2 MiB allocation, all-reduce in it
  *   faults layout-flags                 the same, step 0 with the same size but flags 0 on the last rank
  *                                       (NCCL_WIN_COLL_SYMMETRIC on the others; --flags0 N: N instead of 0)
  *   faults layout-segments              the same, step 0 a window over two allocations mapped back to back:
@@ -248,6 +252,42 @@ static int run_rank(int rank) {
     ncclCommAbort(c);
     ncclMemFree(b);
     bad = r == ncclSuccess || w;
+  } else if (!strcmp(mode, "layout-reuse")) {
+    ncclComm_t c = init_comm(rank, 1);
+    if (!c) return 1;
+    int last = rank == nranks - 1;
+    char *a = NULL, *b = NULL;
+    void* z = NULL;
+    ncclMemAlloc((void**)&a, 4u << 20);
+    if (last) ncclMemAlloc((void**)&b, 4u << 20);
+    ncclMemAlloc(&z, 2u << 20);
+    ncclWindow_t w0 = NULL, w1 = NULL, w2 = NULL;
+    ncclResult_t r0 = ncclCommWindowRegister(c, a, 2u << 20, &w0, NCCL_WIN_COLL_SYMMETRIC);
+    ncclResult_t r1 = ncclCommWindowRegister(c, last ? b : a + (2u << 20), 2u << 20, &w1, NCCL_WIN_COLL_SYMMETRIC);
+    ncclResult_t r2 = ncclCommWindowRegister(c, z, 2u << 20, &w2, NCCL_WIN_COLL_SYMMETRIC);
+    enum { COUNT = 1024 };
+    float host[COUNT];
+    for (int i = 0; i < COUNT; i++) host[i] = (float)(rank + 1);
+    cudaMemcpy(z, host, sizeof host, cudaMemcpyHostToDevice);
+    cudaStream_t st;
+    cudaStreamCreate(&st);
+    ncclResult_t ar = ncclAllReduce(z, z, COUNT, ncclFloat, ncclSum, c, st);
+    cudaError_t ce = cudaStreamSynchronize(st);
+    cudaMemcpy(host, z, sizeof host, cudaMemcpyDeviceToHost);
+    int sum_ok = 1;
+    for (int i = 0; i < COUNT; i++) sum_ok &= host[i] == (float)(nranks * (nranks + 1) / 2);
+    bad = r0 != ncclSuccess || r1 != ncclSuccess || r2 != ncclSuccess || ar != ncclSuccess || ce != cudaSuccess || !sum_ok;
+    ng_say("rank %d/%d: RESULT %s rank=%d reg0=%s win0=%s reg1=%s win1=%s reg2=%s win2=%s allreduce=%s sum=%s", rank,
+           nranks, bad ? "fail" : "ok", rank, ng_rc_name(r0), w0 ? "set" : "null", ng_rc_name(r1), w1 ? "set" : "null",
+           ng_rc_name(r2), w2 ? "set" : "null", ng_rc_name(ar), sum_ok ? "ok" : "wrong");
+    if (w2) ncclCommWindowDeregister(c, w2);
+    if (w1) ncclCommWindowDeregister(c, w1);
+    if (w0) ncclCommWindowDeregister(c, w0);
+    cudaStreamDestroy(st);
+    ncclCommDestroy(c);
+    ncclMemFree(a);
+    if (b) ncclMemFree(b);
+    ncclMemFree(z);
   } else if (!strncmp(mode, "layout-", 7)) {
     ncclComm_t c = init_comm(rank, 1);
     if (!c) return 1;
