@@ -50,18 +50,26 @@ static int is_nccl(const char* path, uintptr_t base, const void* dynamic) {
 
 struct look {
   const char* name; /* "ncclX" */
-  int has;          /* a libnccl defines name or pname */
+  const void* pin;  /* the base of the libnccl the wrappers call (real.c), NULL: not known yet */
+  int has;          /* that libnccl (else the first one loaded) defines name or pname */
 };
 
+/* The answer is the one libnccl's that the wrapper's call would reach: with two copies of NCCL in the
+ * process, a name only the other copy has is absent (the wrapper would find it missing and fail). */
 static int walk(struct dl_phdr_info* info, size_t size, void* data) {
   (void)size;
   struct look* l = data;
   const void* dyn = NULL;
-  for (int i = 0; i < info->dlpi_phnum; i++)
+  uintptr_t lo = UINTPTR_MAX;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
     if (info->dlpi_phdr[i].p_type == PT_DYNAMIC) dyn = (const void*)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    if (info->dlpi_phdr[i].p_type == PT_LOAD && info->dlpi_addr + info->dlpi_phdr[i].p_vaddr < lo)
+      lo = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+  }
   if (!is_nccl(info->dlpi_name, info->dlpi_addr, dyn)) return 0;
+  if (l->pin && (const void*)(lo & ~(uintptr_t)0xfff) != l->pin && (const void*)info->dlpi_addr != l->pin) return 0;
   l->has = defines_either(info->dlpi_addr, dyn, l->name);
-  return l->has; /* 1: stop */
+  return 1; /* that libnccl answers: stop */
 }
 
 static int ready;
@@ -73,12 +81,19 @@ static int relocated(void) { return *(void* volatile*)&self_ref == (void*)&self_
 
 /* The resolver's answer: the wrapper, or NULL when the loaded NCCL lacks `name` (or no NCCL is loaded). */
 static void* optional(const char* name, void* wrapper) {
-  struct look l = {name, 0};
+  struct look l = {name, NULL, 0};
   if (__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
-    dl_iterate_phdr(walk, &l);
+    l.pin = ng_real_pinned();
+    if (!dl_iterate_phdr(walk, &l) && l.pin) { /* the pinned one is gone: the first loaded answers */
+      l.pin = NULL;
+      dl_iterate_phdr(walk, &l);
+    }
   } else if (relocated()) {
-    for (struct link_map* m = _r_debug.r_map; m && !l.has; m = m->l_next)
-      if (is_nccl(m->l_name, m->l_addr, m->l_ld)) l.has = defines_either(m->l_addr, m->l_ld, name);
+    for (struct link_map* m = _r_debug.r_map; m; m = m->l_next) /* (nothing pinned yet: the first loaded) */
+      if (is_nccl(m->l_name, m->l_addr, m->l_ld)) {
+        l.has = defines_either(m->l_addr, m->l_ld, name);
+        break;
+      }
   } else {
     return wrapper;
   }

@@ -143,6 +143,9 @@ void ng_log_source(void);
 
 /* The libnccl the real functions come from (resolving them first if need be): its load address
  * (dladdr's dli_fbase) and path; NULL and "" when no libnccl was found. */
+/* The base of the libnccl the wrappers call once it is known (pinned by the first resolved function), else
+ * NULL; no lock, no lookup (the export resolvers read it). */
+const void* ng_real_pinned(void);
 const void* ng_real_lib_base(void);
 const char* ng_real_lib_path(void);
 

@@ -122,7 +122,7 @@ static void* same_library(void* f, const char* name) {
   Dl_info di;
   if (!dladdr(f, &di)) return f;
   if (!pin_base) {
-    pin_base = di.dli_fbase;
+    __atomic_store_n(&pin_base, di.dli_fbase, __ATOMIC_RELEASE); /* read without the lock: ng_real_pinned */
     pin_handle = di.dli_fname ? dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD) : NULL;
     return f;
   }
@@ -168,6 +168,8 @@ void* ng_real_primary(enum ng_real_id id) {
   pthread_mutex_unlock(&lock);
   return f;
 }
+
+const void* ng_real_pinned(void) { return __atomic_load_n(&pin_base, __ATOMIC_ACQUIRE); }
 
 const void* ng_real_lib_base(void) {
   (void)ng_real_primary(NG_ID_ncclGetVersion); /* every NCCL has it: pins the library */

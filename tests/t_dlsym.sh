@@ -112,6 +112,20 @@ for key in $(awk '$4 == "seen" {print $3}' "$T/feat.diff" | sort -u); do
   [ -z "$bad" ] && [ "$nrel" -ge 8 ] && pass "feature-route-$(echo "$key" | tr ':_' '--') ($nrel releases)" \
     || fail "feature-route-$(echo "$key" | tr ':_' '--')" "$nrel releases; $(echo "$bad" | head -4 | tr '\n' ';')"
 done
+# two copies of NCCL, each RTLD_LOCAL (PyTorch's and a binding's own): the first 2.28.9, which lacks
+# ncclCommSuspend and ncclCommGrow, the second 2.30.7, which has them. dlsym(RTLD_DEFAULT) answers for the
+# copy ncclguard's wrappers call (the first loaded): absent (at 8f4b3cc the wrappers, because the second copy
+# had them: a call reached 2.28.9 and returned ncclInvalidUsage); loaded the other way round, present
+if [ -d "$FR/22809" ] && [ -d "$FR/23007" ]; then
+  two() { env LD_LIBRARY_PATH="$FR/$1:$FAKE" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" timeout -k 2 "$NG_TIMEOUT" \
+            "$PROGS/featroutes" two "$FR/$1/libnccl-versioned.so.2" "$FR/$2/libnccl-versioned.so.2" 2>&1; }
+  o1=$(two 22809 23007); o2=$(two 23007 22809)
+  if echo "$o1" | grep -qx 'ROUTE two_default ncclCommSuspend=absent' && echo "$o1" | grep -qx 'ROUTE two_default ncclCommGrow=absent' \
+     && echo "$o1" | grep -qx 'ROUTE two_default ncclCommWindowRegister=guard' \
+     && echo "$o2" | grep -qx 'ROUTE two_default ncclCommSuspend=guard' && echo "$o2" | grep -qx 'ROUTE two_default ncclCommGrow=guard'; then
+    pass feature-route-two-copies-answer-for-the-one-called
+  else fail feature-route-two-copies-answer-for-the-one-called "$(echo "$o1" "$o2" | grep -E 'Suspend|Grow|WindowRegister' | tr '\n' ' ')"; fi
+else echo "# skip feature-route-two-copies-answer-for-the-one-called: no release fakes 22809/23007"; fi
 n=$(awk '$4 == "seen" {print $3}' "$T/feat.diff" | sort -u | wc -l)
 [ "$n" -ge 16 ] && pass "feature-routes-all-ran ($n)" || fail feature-routes-all-ran "only $n routes answered: $(head -3 "$T/feat.diff")"
 

@@ -6,6 +6,9 @@
  *   featroutes global LIB   LIB loaded RTLD_GLOBAL: dlsym(RTLD_DEFAULT), dlsym(RTLD_NEXT), dlsym(handle),
  *                           dlvsym(RTLD_DEFAULT, name, "NCCL_FAKE"), dlvsym(handle, name, "NCCL_FAKE")
  *   featroutes local LIB    LIB loaded RTLD_LOCAL (PyTorch's way): the same routes
+ *   featroutes two LIB LIB2 two copies of NCCL, LIB then LIB2, each RTLD_LOCAL (PyTorch's and a binding's own):
+ *                           dlsym(RTLD_DEFAULT) ("two_default"): under ncclguard the answer of the copy its
+ *                           wrappers call (the first loaded, nothing having pinned another), never the other's
  *   featroutes_linked       (the same source built with -DFEAT_LINKED, linked against libnccl.so.2 with a weak
  *                           reference to each name, bound when the program is relocated): "weak", then
  *                           dlsym(RTLD_DEFAULT), dlsym(RTLD_NEXT), dlsym on dlopen("libnccl.so.2", RTLD_NOLOAD)
@@ -67,10 +70,17 @@ int main(void) {
 #else
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: featroutes before|global|local LIBNCCL\n");
+    fprintf(stderr, "usage: featroutes before|global|local LIBNCCL | two LIBNCCL LIBNCCL2\n");
     return 2;
   }
   const char* mode = argv[1];
+  if (!strcmp(mode, "two")) {
+    if (argc < 4 || !dlopen(argv[2], RTLD_NOW | RTLD_LOCAL) || !dlopen(argv[3], RTLD_NOW | RTLD_LOCAL)) return 2;
+    void* a[NNAMES];
+    for (size_t i = 0; i < NNAMES; i++) a[i] = dlsym(RTLD_DEFAULT, names[i]);
+    say("two_default", a);
+    return 0;
+  }
   if (!strcmp(mode, "before")) {
     routes(NULL);
     if (!dlopen(argv[2], RTLD_NOW | RTLD_GLOBAL)) return 2;
