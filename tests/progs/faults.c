@@ -492,6 +492,15 @@ static int run_rank(int rank) {
     ng_say("rank %d/%d: RESULT %s rank=%d first=%s suspend=%s while_suspended=%s win2=%s resume=%s after=%s win3=%s "
            "allreduce=%s", rank, nranks, bad ? "fail" : "ok", rank, ng_rc_name(r1), ng_rc_name(s), ng_rc_name(r2),
            w2 ? "set" : "null", ng_rc_name(u), ng_rc_name(r3), w3 ? "set" : "null", ng_rc_name(ar));
+    if (getenv("FAULTS_SUSPEND_DEVCOMM") && !w2) {
+      /* the NULL window handed out while suspended given back (a no-op), then a device communicator, while
+       * the other NULL windows (NCCL's own, without symmetric support) are still held: "DEVCOMM" */
+      ncclResult_t d2 = ncclCommWindowDeregister(c, w2);
+      devcomm_fn create = (devcomm_fn)dlsym(RTLD_DEFAULT, "ncclDevCommCreate");
+      static unsigned char reqs[256], out[4096];
+      ncclResult_t rd = create ? create(c, reqs, out) : ncclInvalidUsage;
+      ng_say("rank %d/%d: DEVCOMM rank=%d dereg2=%s devcomm=%s", rank, nranks, rank, ng_rc_name(d2), ng_rc_name(rd));
+    }
     if (w1) ncclCommWindowDeregister(c, w1);
     if (w2) ncclCommWindowDeregister(c, w2);
     if (w3) ncclCommWindowDeregister(c, w3);
