@@ -228,7 +228,7 @@ help:
 	@echo '  make headers     where the tests and the demo take nccl.h and cuda.h from, in one line'
 	@echo '  make lib         the library alone, $(BUILD)/libncclguard.so'
 	@echo '  make tools       ncclguard-run, ncclguard-doctor, ncclguard-report, into $(BUILD)/'
-	@echo '  make docs        regenerate docs/configuration.md from shim/vars.def (make readme: the same)'
+	@echo '  make docs        regenerate docs/configuration.md from shim/vars.def (make readme, its old name, does the same)'
 	@echo '  make tables      regenerate docs/LOG.md, the Python hook schema and the catalogue in docs/NCCL.md'
 	@echo '  make fuzz        longer fuzzing by hand (FUZZ_TIME=s); fuzz-cov: coverage of the corpus'
 	@echo '  make progs-real  the test programs linked against a real libnccl and libcudart (NCCL_LIB, CUDA_LIB)'
