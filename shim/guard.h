@@ -586,7 +586,8 @@ struct ng_regreq {
   ncclWindow_t repeat_of; /* NCCL without reuse: the live window registered with exactly these arguments */
   int space_full;   /* NCCL without reuse failed: its symmetric address space has no room (#2331) */
   size_t alloc_size; /* preflight: the size of the allocation behind buff (what NCCL 2.28+ places), 0: unknown */
-  uintptr_t alloc_base; /* preflight: where that allocation begins (with alloc_size) */
+  uintptr_t alloc_base; /* preflight: where that allocation begins (with alloc_size; 0: unknown, or a window
+                           over several allocations) */
   int alloc_live;    /* 1: NCCL (before 2.30.7) reuses that allocation's place (a live window, or an earlier one
                         of the batch, in it); 0: it places it anew; -1: not known */
   int null_peer;

@@ -223,11 +223,11 @@ static void phase_preflight(struct ng_regreq* reqs, int n) {
     /* NCCL with reuse (before 2.30.7) gives an allocation it already placed no new place: whether this
      * window's is one (a live window of the communicator in it, or an earlier registration of the batch) */
     r->alloc_live = -1;
-    if (!r->arg_reason && !r->rules.no_reuse && r->alloc_size) {
+    if (!r->arg_reason && !r->rules.no_reuse && r->alloc_size && r->alloc_base) {
       r->alloc_live = ng_reg_win_in_range(r->comm, r->alloc_base, r->alloc_size);
       for (int j = 0; j < i && !r->alloc_live; j++)
         r->alloc_live = reqs[j].comm == r->comm && reqs[j].decision != NG_D_ERROR && !reqs[j].arg_reason &&
-                        reqs[j].alloc_size && reqs[j].alloc_base == r->alloc_base;
+                        reqs[j].alloc_base == r->alloc_base && reqs[j].alloc_size == r->alloc_size;
     }
     /* NCCL without reuse (2.30.7+): an exact repeat of a live registration can be served from its window */
     r->repeat_of = NULL;

@@ -89,8 +89,9 @@ int ng_preflight(const void* buff, size_t size, int dev, int version, unsigned* 
       const void* last = (const char*)buff + (size - 1);
       if (wraps || ng_cuda_ptr_device(last, &last_dev, &last_ord) || !ng_cuda_is_vmm(last))
         *facts |= 1u << NG_R_OUT_OF_RANGE;
-      else
-        *alloc = segments_span(p, size, base, asize); /* what 2.30 places: every segment's size */
+      else if ((*alloc = segments_span(p, size, base, asize)) != asize)
+        *abase = 0; /* what 2.30 places: every segment's size; several allocations have no one base (NCCL
+                     * 2.30.3 - 2.30.4 reuse a place only where base, size and every segment match) */
     }
   }
   for (int r = 1; r < NG_NREASONS; r++)

@@ -68,8 +68,8 @@ static ncclResult_t group_end(ncclSimInfo_t* sim, int simulate) {
   if (simulate) NG_CALL(res, ncclGroupSimulateEnd, sim);
   else NG_CALL(res, ncclGroupEnd);
   struct ng_group* G = ng_grp(); /* this libnccl's group (route.c: each copy of NCCL has its own) */
-  if (G->depth > 0) G->depth--;
-  if (G->depth > 0) return res;
+  if (G->depth == 0) return res; /* no group of the application's was open: NCCL refuses, nothing dropped */
+  if (--G->depth > 0) return res;
   /* a failed group: NCCL dropped its collectives on this rank only, perhaps; the peers' may wait for them on
    * any communicator that existed then, and a round of this thread's on one of them would pair with them
    * (policy.c refuses those registrations; the group's own queued ones are refused below) */

@@ -52,8 +52,9 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommWindowRegister)(ncclComm_t comm, void* bu
     /* ncclCommSuspend'ed: NCCL's own answer, untouched (no round on a communicator that cannot be used) */
     NG_CALL(res, ncclCommWindowRegister, comm, buff, size, win, winFlags);
     if (res != ncclSuccess && res != ncclInProgress) ng_stat_add(NG_ST_ERRORS, 1);
-    /* a NULL window handed out is counted as every other (its deregistration takes it away again) */
-    if (res == ncclSuccess && win && !*win) ng_reg_comm_mark(comm, 0, 0, 1);
+    /* a NULL window handed out is counted as every other (its deregistration takes it away again); inside
+     * an application group NCCL writes *win only at its end: not read here */
+    if (res == ncclSuccess && win && !*win && ng_grp()->depth == 0) ng_reg_comm_mark(comm, 0, 0, 1);
     ng_log_call(res == ncclSuccess || res == ncclInProgress ? NG_LOG_INFO : NG_LOG_WARN, "ncclCommWindowRegister", comm,
                 res, r.t0, NG_D_PASS, NG_R_COMM_SUSPENDED, ng_reason_advice(NG_R_COMM_SUSPENDED));
     return res;

@@ -99,6 +99,12 @@ FAKE_CUDA_DEVICES=2 FAULTS_SUSPEND_DEVCOMM=1 FAKE_NCCL_VERSION=23007 FAKE_NCCL_N
 [ "$(echo "$out" | grep -c 'DEVCOMM .*dereg2=ncclSuccess devcomm=ncclInvalidUsage')" = 2 ] \
   && [ "$(logs suspn | grep -c 'fn=ncclDevCommCreate .*reason=degraded_windows msg="2 window(s) of this communicator')" = 2 ] \
   && pass suspended-null-window-counted || fail suspended-null-window-counted "$(why suspn) $(logs suspn | grep 'fn=ncclDevCommCreate' | head -1 | cut -c1-200)"
+# ... but not one registered inside an application group, whose *win NCCL writes only at the group's end (here
+# a window: no NULL window held, the device communicator is NCCL's to answer; counted, it was refused)
+FAKE_CUDA_DEVICES=2 FAULTS_SUSPEND_DEVCOMM=1 FAULTS_SUSPEND_GROUP=1 FAKE_NCCL_VERSION=23007 f suspg suspend --timeout 20
+[ "$(echo "$out" | grep -c 'DEVCOMM .*win2=set')" = 2 ] && ! lhas suspg 'reason=degraded_windows' \
+  && [ "$(logs suspg | grep -c 'fn=ncclDevCommCreate .*decision=pass')" = 2 ] \
+  && pass suspended-window-in-group-not-counted || fail suspended-window-in-group-not-counted "$(why suspg) $(logs suspg | grep 'fn=ncclDevCommCreate' | head -1 | cut -c1-200)"
 
 # --- a CUDA library that cannot be loaded: a WARN naming what happens, and the ranks still agree ---------------
 NG=$PROGS/ngtest

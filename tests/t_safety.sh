@@ -150,6 +150,11 @@ done
 # on A (apptwice): P0's later registration on C is refused without a round (reason=group_failed) and C given
 # up, whatever came between; P1's ends with an error, its X never completes with wrong data (at 8f4b3cc P0
 # ran its round on C, which paired with P1's X: x=wrong)
+# a stray ncclGroupEnd (no group open: NCCL refuses it and drops nothing) is no failed group: the registration
+# after it runs as usual (at eb3cf18 it marked every communicator: the registration refused, A given up)
+FAKE_NCCL_VERSION=22809 NCCLGUARD_TIMEOUT=2 tw stray strayend --wait 4
+[ $rc = 0 ] && [ "$(tn 'RESULT proc=[01] comm=A warm=ok stray=ncclInvalidUsage reg=ncclSuccess win=set ar=ok')" = 2 ] \
+  && pass stray-group-end-marks-nothing || fail stray-group-end-marks-nothing "$(twhy stray)"
 for mc in appmixed:1 apptwice:2; do
   m=${mc%:*} c=${mc#*:} # c: P0's registrations refused for the earlier group (C; A too in apptwice)
   for v in 22809 23007 22703; do

@@ -478,7 +478,11 @@ static int run_rank(int rank) {
     ncclWindow_t w1 = NULL, w2 = NULL, w3 = NULL;
     ncclResult_t r1 = ncclCommWindowRegister(c, b, 2 << 20, &w1, NCCL_WIN_COLL_SYMMETRIC);
     ncclResult_t s = suspend(c, 1 /* NCCL_SUSPEND_MEM */);
+    int in_group = getenv("FAULTS_SUSPEND_GROUP") != NULL; /* the registration while suspended inside a group */
+    if (in_group) ncclGroupStart();
     ncclResult_t r2 = ncclCommWindowRegister(c, b + (2 << 20), 2 << 20, &w2, NCCL_WIN_COLL_SYMMETRIC);
+    if (in_group && r2 == ncclSuccess) r2 = ncclGroupEnd();
+    else if (in_group) ncclGroupEnd();
     ncclResult_t u = resume(c);
     ncclResult_t r3 = ncclCommWindowRegister(c, b + (4 << 20), 2 << 20, &w3, NCCL_WIN_COLL_SYMMETRIC);
     cudaStream_t st;
@@ -492,7 +496,14 @@ static int run_rank(int rank) {
     ng_say("rank %d/%d: RESULT %s rank=%d first=%s suspend=%s while_suspended=%s win2=%s resume=%s after=%s win3=%s "
            "allreduce=%s", rank, nranks, bad ? "fail" : "ok", rank, ng_rc_name(r1), ng_rc_name(s), ng_rc_name(r2),
            w2 ? "set" : "null", ng_rc_name(u), ng_rc_name(r3), w3 ? "set" : "null", ng_rc_name(ar));
-    if (getenv("FAULTS_SUSPEND_DEVCOMM") && !w2) {
+    if (getenv("FAULTS_SUSPEND_DEVCOMM") && in_group) {
+      /* no NULL window is held (the one made in the group was written at its end): the device communicator
+       * is NCCL's to answer */
+      devcomm_fn create = (devcomm_fn)dlsym(RTLD_DEFAULT, "ncclDevCommCreate");
+      static unsigned char reqs[256], out[4096];
+      ncclResult_t rd = create ? create(c, reqs, out) : ncclInvalidUsage;
+      ng_say("rank %d/%d: DEVCOMM rank=%d win2=%s devcomm=%s", rank, nranks, rank, w2 ? "set" : "null", ng_rc_name(rd));
+    } else if (getenv("FAULTS_SUSPEND_DEVCOMM") && !w2) {
       /* the NULL window handed out while suspended given back (a no-op), then a device communicator, while
        * the other NULL windows (NCCL's own, without symmetric support) are still held: "DEVCOMM" */
       ncclResult_t d2 = ncclCommWindowDeregister(c, w2);

@@ -41,7 +41,10 @@
  *                     all-reduce on C ("arC=")
  *   twocomm apptwice  the group {X on C} alone fails on P0; both register on A, then on C: the registration
  *                     on A must not use up what keeps C's round from pairing with X
- * P2 takes no part in A; in the appgroup, appmixed, apptwice and devcomm modes B is created and left alone.
+ *   twocomm strayend  P0 and P1 call ncclGroupEnd with no group open (NCCL refuses it, nothing is dropped),
+ *                     then register on A and run the application's all-reduce on A: registered as without it
+ * P2 takes no part in A; in the appgroup, appmixed, apptwice, strayend and devcomm modes B is created and left
+ * alone.
  * Options: --wait SEC (each application all-reduce, default 6), --timeout SEC (the whole run, default 60).
  * Exit: 1 if a process saw wrong data, 124 if a process did not end in time, 0 otherwise. */
 #define _GNU_SOURCE
@@ -149,6 +152,22 @@ static int run(int p) {
   int bad = 0;
   ncclWindow_t wa = sentinel, wb = sentinel;
   ncclResult_t reg_a = ncclSuccess, reg_b = ncclSuccess, e;
+
+  if (!strcmp(mode, "strayend")) {
+    if (p == 2) {
+      ng_say("RESULT proc=2 comm=B idle");
+      return 0;
+    }
+    void* buf = vmm_buf();
+    e = ncclGroupEnd(); /* no group open */
+    reg_a = ncclCommWindowRegister(a, buf, 2 << 20, &wa, NCCL_WIN_COLL_SYMMETRIC);
+    const char* ar = after(a, reg_a, d, ra, 1);
+    bad |= !strcmp(ar, "wrong");
+    ng_say("RESULT proc=%d comm=A warm=%s stray=%s reg=%s win=%s ar=%s", p, warm_a, ng_rc_name(e), ng_rc_name(reg_a),
+           winword(wa), ar);
+    if (wa && wa != sentinel) ncclCommWindowDeregister(a, wa);
+    return bad;
+  }
 
   if (!strcmp(mode, "appmixed") || !strcmp(mode, "apptwice")) {
     if (p == 2) {
@@ -332,7 +351,7 @@ static int run(int p) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: twocomm go|rollback|late|devcomm|appgroup|appcoll|appmixed|apptwice [--wait SEC] [--timeout SEC]\n");
+    fprintf(stderr, "usage: twocomm go|rollback|late|devcomm|appgroup|appcoll|appmixed|apptwice|strayend [--wait SEC] [--timeout SEC]\n");
     return 2;
   }
   mode = argv[1];
