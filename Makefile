@@ -221,7 +221,7 @@ help:
 	@echo '  make clean       remove the build directories and dist/'
 	@echo 'Developing ncclguard:'
 	@echo '  make test-deps   make deps, plus what the tests need: valgrind, clang, python3-venv, patchelf,'
-	@echo '                   chromium where the distribution has it (about 1.2 GB; docs/install.md: sizes)'
+	@echo '                   chromium where the distribution has it (about 1.6 GB with make deps; docs/install.md: sizes)'
 	@echo '  make test        the whole CPU suite: plain, AddressSanitizer, UBSan (what CI runs; about 50 min)'
 	@echo '  make test-quick  the CPU suite once, plain (tests/run; -k NAME for one script)'
 	@echo '  make testbins    the fakes and test programs the suite runs'
