@@ -791,12 +791,6 @@ static ncclResult_t abandon(struct ng_regreq* reqs, int n, int reason, ncclResul
   return res;
 }
 
-/* The application's group ended with an error (NCCL drops every operation of a group in which a call
- * failed, group.cc 2.27.7 - 2.30.7) with registrations queued in it. ncclguard cannot know what the
- * peers' groups enqueued (theirs may have succeeded, with an application collective that a round of
- * ours would pair with), so no round runs after such a group: each communicator is given up. The one
- * exception is known alike everywhere: every rank of the communicator is in this very group (one thread
- * drives them all), so every rank's group failed and each refuses alone, the communicator intact. */
 /* 1 when every rank of reqs[i]'s communicator is in this batch (one thread drives them all); the views are
  * read (ng_check_reg_args) */
 static int all_ranks_in_batch(const struct ng_regreq* reqs, int n, int i) {
@@ -812,6 +806,12 @@ static int all_ranks_in_batch(const struct ng_regreq* reqs, int n, int i) {
   return here == reqs[i].cv.nranks;
 }
 
+/* The application's group ended with an error (NCCL drops every operation of a group in which a call
+ * failed, group.cc 2.27.7 - 2.30.7) with registrations queued in it. ncclguard cannot know what the
+ * peers' groups enqueued (theirs may have succeeded, with an application collective that a round of
+ * ours would pair with), so no round runs after such a group: each communicator is given up. The one
+ * exception is known alike everywhere: every rank of the communicator is in this very group (one thread
+ * drives them all), so every rank's group failed and each refuses alone, the communicator intact. */
 static ncclResult_t group_failed(struct ng_regreq* reqs, int n, ncclResult_t res, ncclResult_t refused,
                                  const char* cause) {
   int* keep = ng_calloc("policy.keep", (size_t)(n > 0 ? n : 1), sizeof *keep);
