@@ -200,6 +200,24 @@ static int use_new_comm(int rank, const char* how, ncclResult_t made, ncclComm_t
   return bad;
 }
 
+/* The layout modes' check: an all-reduce (sum of rank + 1) in the window over buf, on a stream of its own;
+ * *ar and *ce what NCCL and CUDA said, 1 when every element holds the right sum. */
+static int sum_in_window(ncclComm_t c, void* buf, int rank, ncclResult_t* ar, cudaError_t* ce) {
+  enum { COUNT = 1024 };
+  float host[COUNT];
+  for (int i = 0; i < COUNT; i++) host[i] = (float)(rank + 1);
+  cudaMemcpy(buf, host, sizeof host, cudaMemcpyHostToDevice);
+  cudaStream_t st;
+  cudaStreamCreate(&st);
+  *ar = ncclAllReduce(buf, buf, COUNT, ncclFloat, ncclSum, c, st);
+  *ce = cudaStreamSynchronize(st);
+  cudaMemcpy(host, buf, sizeof host, cudaMemcpyDeviceToHost);
+  cudaStreamDestroy(st);
+  int ok = 1;
+  for (int i = 0; i < COUNT; i++) ok &= host[i] == (float)(nranks * (nranks + 1) / 2);
+  return ok;
+}
+
 static int run_rank(int rank) {
   int ndev = 1;
   cudaGetDeviceCount(&ndev);
@@ -265,17 +283,9 @@ static int run_rank(int rank) {
     ncclResult_t r0 = ncclCommWindowRegister(c, a, 2u << 20, &w0, NCCL_WIN_COLL_SYMMETRIC);
     ncclResult_t r1 = ncclCommWindowRegister(c, last ? b : a + (2u << 20), 2u << 20, &w1, NCCL_WIN_COLL_SYMMETRIC);
     ncclResult_t r2 = ncclCommWindowRegister(c, z, 2u << 20, &w2, NCCL_WIN_COLL_SYMMETRIC);
-    enum { COUNT = 1024 };
-    float host[COUNT];
-    for (int i = 0; i < COUNT; i++) host[i] = (float)(rank + 1);
-    cudaMemcpy(z, host, sizeof host, cudaMemcpyHostToDevice);
-    cudaStream_t st;
-    cudaStreamCreate(&st);
-    ncclResult_t ar = ncclAllReduce(z, z, COUNT, ncclFloat, ncclSum, c, st);
-    cudaError_t ce = cudaStreamSynchronize(st);
-    cudaMemcpy(host, z, sizeof host, cudaMemcpyDeviceToHost);
-    int sum_ok = 1;
-    for (int i = 0; i < COUNT; i++) sum_ok &= host[i] == (float)(nranks * (nranks + 1) / 2);
+    ncclResult_t ar;
+    cudaError_t ce;
+    int sum_ok = sum_in_window(c, z, rank, &ar, &ce);
     bad = r0 != ncclSuccess || r1 != ncclSuccess || r2 != ncclSuccess || ar != ncclSuccess || ce != cudaSuccess || !sum_ok;
     ng_say("rank %d/%d: RESULT %s rank=%d reg0=%s win0=%s reg1=%s win1=%s reg2=%s win2=%s allreduce=%s sum=%s", rank,
            nranks, bad ? "fail" : "ok", rank, ng_rc_name(r0), w0 ? "set" : "null", ng_rc_name(r1), w1 ? "set" : "null",
@@ -283,7 +293,6 @@ static int run_rank(int rank) {
     if (w2) ncclCommWindowDeregister(c, w2);
     if (w1) ncclCommWindowDeregister(c, w1);
     if (w0) ncclCommWindowDeregister(c, w0);
-    cudaStreamDestroy(st);
     ncclCommDestroy(c);
     ncclMemFree(a);
     if (b) ncclMemFree(b);
@@ -311,24 +320,15 @@ static int run_rank(int rank) {
     ncclWindow_t w0 = NULL, w1 = NULL;
     ncclResult_t r0 = ncclCommWindowRegister(c, a, s0, &w0, f0);
     ncclResult_t r1 = ncclCommWindowRegister(c, b, 2u << 20, &w1, NCCL_WIN_COLL_SYMMETRIC);
-    enum { COUNT = 1024 };
-    float host[COUNT];
-    for (int i = 0; i < COUNT; i++) host[i] = (float)(rank + 1);
-    cudaMemcpy(b, host, sizeof host, cudaMemcpyHostToDevice);
-    cudaStream_t st;
-    cudaStreamCreate(&st);
-    ncclResult_t ar = ncclAllReduce(b, b, COUNT, ncclFloat, ncclSum, c, st);
-    cudaError_t ce = cudaStreamSynchronize(st);
-    cudaMemcpy(host, b, sizeof host, cudaMemcpyDeviceToHost);
-    int sum_ok = 1;
-    for (int i = 0; i < COUNT; i++) sum_ok &= host[i] == (float)(nranks * (nranks + 1) / 2);
+    ncclResult_t ar;
+    cudaError_t ce;
+    int sum_ok = sum_in_window(c, b, rank, &ar, &ce);
     bad = r0 != ncclSuccess || r1 != ncclSuccess || ar != ncclSuccess || ce != cudaSuccess || !sum_ok;
     ng_say("rank %d/%d: RESULT %s rank=%d reg0=%s win0=%s reg1=%s win1=%s allreduce=%s sum=%s", rank, nranks,
            bad ? "fail" : "ok", rank, ng_rc_name(r0), w0 ? "set" : "null", ng_rc_name(r1), w1 ? "set" : "null",
            ng_rc_name(ar), sum_ok ? "ok" : "wrong");
     if (w1) ncclCommWindowDeregister(c, w1);
     if (w0) ncclCommWindowDeregister(c, w0);
-    cudaStreamDestroy(st);
     ncclCommDestroy(c);
     if (!segs) ncclMemFree(a);
     ncclMemFree(b);

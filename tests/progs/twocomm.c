@@ -88,6 +88,34 @@ static void* cuda_buf(void) {
   return cudaMalloc(&p, 2 << 20) == cudaSuccess ? p : NULL;
 }
 
+/* The application's all-reduce X of the failed-group modes: its own buffer (rank + 1 everywhere) and stream */
+struct xop {
+  float *d, *h;
+  cudaStream_t s;
+};
+static void x_make(struct xop* x, int rank) {
+  cudaMalloc((void**)&x->d, COUNT * sizeof(float));
+  cudaStreamCreate(&x->s);
+  x->h = malloc(COUNT * sizeof *x->h);
+  for (int i = 0; i < COUNT; i++) x->h[i] = (float)(rank + 1);
+  cudaMemcpy(x->d, x->h, COUNT * sizeof *x->h, cudaMemcpyHostToDevice);
+}
+/* What became of X on P1 (P0 dropped its own): "ok" (3 everywhere), "unchanged" (stopped by a revoke before it
+ * reduced: its communicator stopped, as the application's next all-reduce says), "pending" (never completed,
+ * the hang of NCCL alone), "dropped" (P0), or "wrong" (it completed with other data: paired with a collective
+ * that was not the peer's X) */
+static const char* x_state(const struct xop* x, int p, int rank) {
+  if (p != 1) return "dropped";
+  double until = ng_now_us() + wait_s * 1e6;
+  cudaError_t q;
+  while ((q = cudaStreamQuery(x->s)) == cudaErrorNotReady && ng_now_us() < until) usleep(500);
+  if (q != cudaSuccess) return q == cudaErrorNotReady ? "pending" : "ok";
+  cudaMemcpy(x->h, x->d, COUNT * sizeof *x->h, cudaMemcpyDeviceToHost);
+  int same = 1, right = 1;
+  for (int i = 0; i < COUNT; i++) same &= x->h[i] == (float)(rank + 1), right &= x->h[i] == 3.0f;
+  return right ? "ok" : same ? "unchanged" : "wrong";
+}
+
 /* The application's all-reduce on c, unless the registration failed in a mode where the application then
  * aborts the communicator (the WARN's advice) */
 static const char* after(ncclComm_t c, ncclResult_t reg, float* d, int rank, int abort_on_error) {
@@ -183,36 +211,18 @@ static int run(int p) {
     void* bufa = vmm_buf();
     void* bufc = vmm_buf();
     int mixed = !strcmp(mode, "appmixed");
-    float* dx = NULL;
-    cudaStream_t sx;
-    cudaMalloc((void**)&dx, COUNT * sizeof(float));
-    cudaStreamCreate(&sx);
-    float* hx = malloc(COUNT * sizeof *hx);
-    for (int i = 0; i < COUNT; i++) hx[i] = (float)(ra + 1);
-    cudaMemcpy(dx, hx, COUNT * sizeof *hx, cudaMemcpyHostToDevice);
+    struct xop X;
+    x_make(&X, ra);
     ncclWindow_t wc = sentinel;
     ncclGroupStart();
-    ncclAllReduce(dx, dx, COUNT, ncclFloat, p == 0 ? (ncclRedOp_t)99 : ncclSum, c, sx); /* X, invalid on P0 */
+    ncclAllReduce(X.d, X.d, COUNT, ncclFloat, p == 0 ? (ncclRedOp_t)99 : ncclSum, c, X.s); /* X, invalid on P0 */
     if (mixed) reg_a = ncclCommWindowRegister(a, bufa, 2 << 20, &wa, NCCL_WIN_COLL_SYMMETRIC);
     e = ncclGroupEnd();
     if (!mixed) reg_a = ncclCommWindowRegister(a, bufa, 2 << 20, &wa, NCCL_WIN_COLL_SYMMETRIC);
     else if (reg_a == ncclSuccess) reg_a = e;
     ncclResult_t reg_c = ncclCommWindowRegister(c, bufc, 2 << 20, &wc, NCCL_WIN_COLL_SYMMETRIC);
-    /* X (P1's): as in appgroup, "wrong" when it completed paired with something that was not P0's X */
-    const char* x = "dropped";
-    if (p == 1) {
-      double until = ng_now_us() + wait_s * 1e6;
-      cudaError_t q;
-      while ((q = cudaStreamQuery(sx)) == cudaErrorNotReady && ng_now_us() < until) usleep(500);
-      x = q == cudaErrorNotReady ? "pending" : "ok";
-      if (q == cudaSuccess) {
-        cudaMemcpy(hx, dx, COUNT * sizeof *hx, cudaMemcpyDeviceToHost);
-        int same = 1, right = 1;
-        for (int i = 0; i < COUNT; i++) same &= hx[i] == (float)(ra + 1), right &= hx[i] == 3.0f;
-        x = right ? "ok" : same ? "unchanged" : "wrong";
-      }
-      bad |= !strcmp(x, "wrong");
-    }
+    const char* x = x_state(&X, p, ra);
+    bad |= !strcmp(x, "wrong");
     const char* arc = after(c, wc && wc != sentinel ? ncclSuccess : reg_c, d, ra, 1);
     bad |= !strcmp(arc, "wrong");
     ng_say("RESULT proc=%d warm=%s/%s group=%s regA=%s regC=%s winC=%s x=%s arC=%s", p, warm_a, warm_c,
@@ -227,40 +237,18 @@ static int run(int p) {
     }
     void* buf = vmm_buf();
     int coll = !strcmp(mode, "appcoll");
-    /* the group's own all-reduce X: its own buffer (rank + 1) and stream, looked at after the rest */
-    float* dx = NULL;
-    cudaStream_t sx;
-    cudaMalloc((void**)&dx, COUNT * sizeof(float));
-    cudaStreamCreate(&sx);
-    float* hx = malloc(COUNT * sizeof *hx);
-    for (int i = 0; i < COUNT; i++) hx[i] = (float)(ra + 1);
-    cudaMemcpy(dx, hx, COUNT * sizeof *hx, cudaMemcpyHostToDevice);
+    struct xop X; /* the group's own all-reduce, looked at after the rest */
+    x_make(&X, ra);
     ncclGroupStart();
-    ncclAllReduce(dx, dx, COUNT, ncclFloat, p == 0 ? (ncclRedOp_t)99 : ncclSum, a, sx); /* invalid on P0 */
+    ncclAllReduce(X.d, X.d, COUNT, ncclFloat, p == 0 ? (ncclRedOp_t)99 : ncclSum, a, X.s); /* invalid on P0 */
     if (!coll) reg_a = ncclCommWindowRegister(a, buf, 2 << 20, &wa, NCCL_WIN_COLL_SYMMETRIC);
     e = ncclGroupEnd();
     if (coll) reg_a = ncclCommWindowRegister(a, buf, 2 << 20, &wa, NCCL_WIN_COLL_SYMMETRIC); /* after the group */
     else if (reg_a == ncclSuccess) reg_a = e;
     const char* ar = ng_app_allreduce(a, d, COUNT, ra, 2, wait_s * 1000);
     bad |= !strcmp(ar, "wrong");
-    /* X (P1's: P0 dropped its own): "ok" (3 everywhere), "unchanged" (stopped by a revoke before it reduced:
-     * its communicator stopped, as the application's next all-reduce says), "pending" (never completed, the
-     * hang of NCCL alone), "dropped" (P0), or "wrong" (it completed with other data: paired with a collective
-     * that was not the peer's X) */
-    const char* x = "dropped";
-    if (p == 1) {
-      double until = ng_now_us() + wait_s * 1e6;
-      cudaError_t q;
-      while ((q = cudaStreamQuery(sx)) == cudaErrorNotReady && ng_now_us() < until) usleep(500);
-      x = q == cudaErrorNotReady ? "pending" : "ok";
-      if (q == cudaSuccess) {
-        cudaMemcpy(hx, dx, COUNT * sizeof *hx, cudaMemcpyDeviceToHost);
-        int same = 1, right = 1;
-        for (int i = 0; i < COUNT; i++) same &= hx[i] == (float)(ra + 1), right &= hx[i] == 3.0f;
-        x = right ? "ok" : same ? "unchanged" : "wrong";
-      }
-      bad |= !strcmp(x, "wrong");
-    }
+    const char* x = x_state(&X, p, ra);
+    bad |= !strcmp(x, "wrong");
     ng_say("RESULT proc=%d comm=A warm=%s group=%s reg=%s win=%s ar=%s x=%s", p, warm_a, ng_rc_name(e),
            ng_rc_name(reg_a), winword(wa), ar, x);
     return bad;
