@@ -315,25 +315,25 @@ static void wd_fork_child(void) {
 }
 NG_ON_FORK(NG_FORK_WATCH, wd_fork_prepare, wd_fork_parent, wd_fork_child)
 
-/* This rank gives the communicator up: it is broken (ncclguard refuses further registrations on
- * it) and, where NCCL can, revoked (its queued agreement all-reduce would pair with a peer's next
- * round otherwise). */
+/* This rank gives the communicator's agreement up: it is broken for ncclguard (every later registration on
+ * it is refused without a round) and its channel is stopped (revoked where NCCL can, so that a pending
+ * all-reduce of ours stops; aborted with the communicator). The communicator itself is left alone: no
+ * round ran on it, so nothing of ncclguard's is queued there, and its collectives go on. A peer whose round
+ * meets this rank's stopped channel times out and gives up too: every rank ends refused within the bound. */
 void ng_give_up(ncclComm_t comm, uint64_t gen, int dev, int reason, const char* cause) {
-  struct ng_commview v;
-  int known = ng_reg_comm_get(comm, &v);
-  int first = ng_reg_comm_set_broken(comm, gen, reason) || !known;
-  char why[160];
-  snprintf(why, sizeof why, "%s: %s", ng_reason_name(reason), cause);
-  if (ng_can_revoke()) revoke_comm(comm, gen, dev, why);
-  else if (first)
-    ng_log_msg(NG_LOG_WARN, dev, "agree", "communicator %p given up by ncclguard (%s), and the loaded NCCL cannot "
-               "revoke (before 2.28.7): abort this communicator on every rank (ncclCommAbort) before any other "
-               "collective on it", (void*)comm, why);
+  int first = ng_reg_comm_set_broken(comm, gen, reason);
+  ng_channel_stop(comm, gen, dev);
+  if (first)
+    ng_log_msg(NG_LOG_WARN, dev, "agree", "communicator %p: ncclguard's agreement on it stops here (%s: %s); its "
+               "registrations are refused from now on, on every rank within NCCLGUARD_TIMEOUT. The communicator itself "
+               "is untouched: its collectives go on. To register windows again, create a new communicator",
+               (void*)comm, ng_reason_name(reason), cause);
 }
 
 /* Resources of one communicator for one round: held (ng_reg_res_acquire) until released. */
 struct grp {
   ncclComm_t comm;
+  ncclComm_t chan; /* its agreement channel (channel.c): the round's all-reduce runs there */
   uint64_t gen; /* the communicator's generation when its resources were taken */
   int dev;
   int count;   /* registrations of the batch on this communicator */
@@ -432,70 +432,49 @@ static ncclResult_t copy_back(struct grp* g, int ng) {
   return ncclSuccess;
 }
 
-/* ---- the launch: one NCCL group of all-reduces, one per communicator ---------------------------
- * On a blocking communicator whose first collective this is, NCCL sets up its connections inside
- * ncclGroupEnd and waits on the host for every peer, with no timeout; a peer that left that setup
- * (it gave up on its own deadline) is never heard from again, and the watchdog's revoke does not
- * end the wait either (measured on NCCL 2.28.9, tests/gpu/results/2026-11-30-nvidia-h200-x2.md,
- * late-peer-past-timeout). So the first round on such a communicator is launched from a helper
- * thread: the caller waits for it until the deadline plus a grace period (the watchdog revokes at
- * the deadline, which ends the waits NCCL does end), then gives the communicator up and returns;
- * a launch that never returns stays with its thread and its resources ("stuck": ncclguard then
- * never frees that communicator, wrap_comm.c, so the blocked call never sees freed memory). */
+/* ---- the launch: one NCCL group of all-reduces, one per communicator's channel ------------------
+ * Made on a thread of ncclguard's (ng_offload): a group the application opened on the calling thread where
+ * ncclguard cannot see it (pncclGroupStart) would otherwise swallow the all-reduces, which would then
+ * "complete" on an idle stream with nothing reduced. The channels are nonblocking: the group end returns at
+ * once and NCCL connects a channel's first collective in the background (ng_channel_wait). A launch that
+ * still does not return by the deadline plus a grace period is left to its thread, which releases the
+ * round's resources and aborts the channels (taken from their communicators, so nothing else ends them)
+ * when it returns. */
 struct launch_job {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int done, abandoned, n, dev;
-  int lib; /* the caller's ng_tls.lib: the helper thread calls the same libnccl */
+  struct ng_job job;
+  int n;
   ncclResult_t r, e;
-  /* res/held: the round's resources, handed to the job when the caller abandons it (they stay in use
-   * until the launch returns; the job, reachable from the blocked thread, keeps them) */
-  struct { ncclComm_t comm; uint64_t gen; int dev; ng_devptr buf; size_t len; ng_stream s; struct ng_agree_res res; int held; } it[];
+  struct { ncclComm_t comm, chan; uint64_t gen; int dev; ng_devptr buf; size_t len; ng_stream s; struct ng_agree_res res; int held; } it[];
 };
 
-static void launch_run(struct launch_job* L) {
+static void launch_run(struct ng_job* J) {
+  struct launch_job* L = (struct launch_job*)J;
   ncclResult_t r, e;
   NG_CALL(r, ncclGroupStart);
   int started = r == ncclSuccess;
   for (int j = 0; j < L->n && r == ncclSuccess; j++)
     NG_CALL(r, ncclAllReduce, (const void*)(uintptr_t)L->it[j].buf, (void*)(uintptr_t)L->it[j].buf, L->it[j].len,
-            NG_NCCL_INT32, NG_NCCL_MAX, L->it[j].comm, (cudaStream_t)L->it[j].s);
+            NG_NCCL_INT32, NG_NCCL_MAX, L->it[j].chan, (cudaStream_t)L->it[j].s);
   e = r;
   if (started) NG_CALL(e, ncclGroupEnd); /* only a group that started is ended */
   L->r = r, L->e = e;
 }
 
-static void* launch_main(void* p) {
-  struct launch_job* L = p;
-  ng_tls.lib = L->lib;
-  int mode, relaxed = ng_cuda_relaxed_capture(&mode) == 0; /* as the caller's thread: never break a capture */
-  /* the communicator's device current, as on the caller's thread: NCCL's group end restores the
-   * device it found, and a fresh thread's "device 0" would create a context on GPU 0 */
-  ng_ctx saved;
-  int pushed = ng_cuda_push(L->dev, &saved) == 0;
-  launch_run(L);
-  if (pushed) ng_cuda_pop(saved);
-  if (relaxed) ng_cuda_restore_capture(mode);
-  pthread_mutex_lock(&L->mu);
-  L->done = 1;
-  int abandoned = L->abandoned;
-  pthread_cond_signal(&L->cv);
-  pthread_mutex_unlock(&L->mu);
-  if (abandoned) { /* the caller gave up long ago: this call returned after all */
-    for (int j = 0; j < L->n; j++) {
-      ng_reg_comm_stuck(L->it[j].comm, L->it[j].gen, -1);
-      if (L->it[j].held) ng_reg_res_release(L->it[j].comm, L->it[j].gen, L->it[j].dev, &L->it[j].res);
+static void launch_orphan(struct ng_job* J) {
+  struct launch_job* L = (struct launch_job*)J;
+  for (int j = 0; j < L->n; j++) {
+    if (L->it[j].chan) {
+      ncclResult_t a;
+      NG_CALL(a, ncclCommAbort, L->it[j].chan);
+      (void)a;
     }
-    ng_log_msg(NG_LOG_WARN, -1, "agree", "an agreement all-reduce that ncclguard had given up on returned after all (%s)",
-               ng_result_name(L->r != ncclSuccess ? L->r : L->e));
-    pthread_mutex_destroy(&L->mu);
-    pthread_cond_destroy(&L->cv);
-    free(L);
+    if (L->it[j].held) ng_reg_res_release(L->it[j].comm, L->it[j].gen, L->it[j].dev, &L->it[j].res);
   }
-  return NULL;
+  ng_log_msg(NG_LOG_WARN, -1, "agree", "an agreement all-reduce that ncclguard had given up on returned after all (%s)",
+             ng_result_name(L->r != ncclSuccess ? L->r : L->e));
 }
 
-/* How long past its deadline the caller waits for a launch that the watchdog revoked. */
+/* How long past its deadline the caller waits for a launch (or a channel's split) that did not return. */
 static double launch_grace_us(void) {
   double g = ng_cfg.timeout_s * 1e6 / 4;
   return g < 1e6 ? 1e6 : g > 10e6 ? 10e6 : g;
@@ -504,67 +483,49 @@ static double launch_grace_us(void) {
 /* A peer that met this rank in a round of this batch leaves that round when its own batch's round ends,
  * which may be up to NCCLGUARD_TIMEOUT later (a communicator of its batch whose peer never came, timed
  * out there): the waits that follow such a round (the next round, NCCL's registration) give it this much
- * more than the timeout. The same grace as a first round's launch. */
+ * more than the timeout. The same grace as a launch's. */
 double ng_late_grace_us(void) { return launch_grace_us(); }
 
-/* Launch the round's all-reduces; *r and *e: ncclAllReduce's and ncclGroupEnd's results. Returns 1
- * when the launch was abandoned (still blocked in NCCL past the deadline and the grace period). */
+/* Launch the round's all-reduces on the channels of the groups still in it; *r and *e: ncclAllReduce's
+ * and ncclGroupEnd's results. Returns 1 when the launch was abandoned. */
 static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclResult_t* e, const char* what) {
-  int helper = 0;
-  for (int j = 0; j < ng && !helper; j++) {
-    struct ng_commview v;
-    ng_reg_comm_get(g[j].comm, &v);
-    helper = v.blocking && !v.warmed; /* its first collective, as far as ncclguard knows */
-  }
-  struct launch_job* L = ng_calloc("agree.launch", 1, sizeof *L + (size_t)ng * sizeof L->it[0]);
+  int k = 0;
+  for (int j = 0; j < ng; j++) k += g[j].queued;
+  *r = *e = ncclSuccess;
+  if (!k) return 0;
+  struct launch_job* L = ng_calloc("agree.launch", 1, sizeof *L + (size_t)k * sizeof L->it[0]);
   if (!L) {
     *r = ncclSystemError;
     return 0;
   }
-  L->n = ng;
-  L->dev = g[0].dev;
-  L->lib = ng_cur_lib();
-  for (int j = 0; j < ng; j++) {
-    L->it[j].comm = g[j].comm, L->it[j].gen = g[j].gen, L->it[j].dev = g[j].dev;
-    L->it[j].buf = g[j].res.buf, L->it[j].len = g[j].len, L->it[j].s = g[j].res.s;
+  L->n = k;
+  for (int j = 0, i = 0; j < ng; j++) {
+    if (!g[j].queued) continue;
+    if (L->job.dev < 0 || i == 0) L->job.dev = g[j].dev;
+    L->it[i].comm = g[j].comm, L->it[i].chan = g[j].chan, L->it[i].gen = g[j].gen, L->it[i].dev = g[j].dev;
+    L->it[i].buf = g[j].res.buf, L->it[i].len = g[j].len, L->it[i].s = g[j].res.s;
+    L->it[i].res = g[j].res, L->it[i].held = g[j].held; /* the job's only once it is abandoned */
+    i++;
   }
-  if (helper) {
-    pthread_mutex_init(&L->mu, NULL);
-    ng_cond_init(&L->cv);
-    helper = ng_spawn_detached(launch_main, L) == 0;
-    if (!helper) pthread_mutex_destroy(&L->mu), pthread_cond_destroy(&L->cv);
-  }
-  if (!helper) { /* inline: NCCL's own wait, bounded by the watchdog where NCCL ends it */
-    launch_run(L);
+  L->job.run = launch_run;
+  L->job.orphan = launch_orphan;
+  L->job.relaxed = 1; /* our stream is not captured: never break the application's capture */
+  if (ng_offload(&L->job, deadline + launch_grace_us())) {
     *r = L->r, *e = L->e;
-    free(L);
+    ng_job_free(&L->job);
     return 0;
   }
-  pthread_mutex_lock(&L->mu);
-  int done = ng_wait_done(&L->mu, &L->cv, &L->done, deadline + launch_grace_us());
-  if (!done) { /* counted before the helper can see `abandoned` (it takes the count back when it returns) */
-    for (int j = 0; j < ng; j++) {
-      ng_reg_comm_stuck(g[j].comm, g[j].gen, +1);
-      L->it[j].res = g[j].res, L->it[j].held = g[j].held; /* the job owns them now */
-      g[j].held = 0;
-    }
-    L->abandoned = 1;
-  }
-  pthread_mutex_unlock(&L->mu);
-  if (done) {
-    *r = L->r, *e = L->e;
-    pthread_mutex_destroy(&L->mu);
-    pthread_cond_destroy(&L->cv);
-    free(L);
-    return 0;
-  }
-  for (int j = 0; j < ng; j++) {
-    ng_log_msg(NG_LOG_WARN, g[j].dev, "agree",
-               "%s: the first collective on communicator %p is still setting up its connections %.0f s after "
-               "NCCLGUARD_TIMEOUT=%gs (a peer left, and NCCL does not end that wait): ncclguard stops waiting; that "
-               "call stays blocked in a thread of its own, and the communicator is never freed (ncclCommAbort and "
-               "ncclCommDestroy leave it to the end of the process, so the blocked call never touches freed memory)",
-               what, (void*)g[j].comm, launch_grace_us() / 1e6, ng_cfg.timeout_s);
+  /* abandoned: the job owns the resources and the channels now */
+  for (int j = 0, i = 0; j < ng; j++) {
+    if (!g[j].queued) continue;
+    int lib;
+    (void)ng_reg_chan_take(g[j].comm, g[j].gen, &lib);
+    g[j].held = 0;
+    ng_log_msg(NG_LOG_WARN, g[j].dev, "agree", "%s: the agreement all-reduce on the channel of communicator %p did "
+               "not return %.0f s after NCCLGUARD_TIMEOUT=%gs: ncclguard stops waiting; that call stays in a thread of "
+               "its own, which aborts the channel when it returns", what, (void*)g[j].comm, launch_grace_us() / 1e6,
+               ng_cfg.timeout_s);
+    i++;
   }
   *r = ncclSystemError, *e = ncclSystemError;
   return 1;
@@ -584,13 +545,12 @@ static int status_reason(int s) {
   }
 }
 
-/* A communicator of one rank has nothing to agree on: once its first round (the warm-up) has run,
- * the reduced vector is this rank's own, so the round is not run. (On 1 x H200 with NCCL 2.28.9 the
- * round was 18 us of a 69 us registration whose NCCL part is 48 us:
- * tests/gpu/results/2026-12-01-nvidia-h200-x1.md.) */
+/* A communicator of one rank has nothing to agree on: the reduced vector is this rank's own, so no round
+ * runs and it never gets a channel. (On 1 x H200 with NCCL 2.28.9 a round was 18 us of a 69 us
+ * registration whose NCCL part is 48 us: tests/gpu/results/2026-12-01-nvidia-h200-x1.md.) */
 static int solo(ncclComm_t comm) {
   struct ng_commview cv;
-  return ng_reg_comm_get(comm, &cv) && cv.known && cv.nranks == 1 && cv.warmed && !cv.broken && !cv.suspended &&
+  return ng_reg_comm_get(comm, &cv) && cv.known && cv.nranks == 1 && !cv.broken && !cv.suspended &&
          !cv.stuck && cv.state != NG_COMM_REVOKED && ng_reg_comm_usable(comm, cv.gen);
 }
 
@@ -629,10 +589,38 @@ static void fill_header(struct grp* q) {
   for (int k = 0; k < NG_NSET; k++) h[NG_HDR_IDS + 2 * k] = set[k], h[NG_HDR_IDS + 2 * k + 1] = -set[k];
 }
 
+/* 0. channels: every communicator's agreement channel, made where it has none yet (channel.c). A
+ * communicator whose channel cannot be made leaves the round (its status says why): finish gives it up. */
+static void round_channels(struct round* R) {
+  struct ng_chanreq* c = ng_calloc("agree.channels", (size_t)R->ng, sizeof *c);
+  if (!c) {
+    R->res = ncclSystemError;
+    return;
+  }
+  for (int j = 0; j < R->ng; j++) {
+    struct ng_commview cv;
+    ng_reg_comm_get(R->g[j].comm, &cv);
+    int rank = cv.rank;
+    if (rank < 0) {
+      ncclResult_t e;
+      NG_CALL(e, ncclCommUserRank, R->g[j].comm, &rank);
+      if (e != ncclSuccess) rank = 0;
+    }
+    c[j] = (struct ng_chanreq){.comm = R->g[j].comm, .gen = cv.gen, .rank = rank, .dev = R->g[j].dev};
+  }
+  ng_channel_open(c, R->ng, R->deadline);
+  for (int j = 0; j < R->ng; j++) {
+    R->g[j].chan = c[j].chan;
+    if (c[j].status != NG_AGREE_OK) R->g[j].status = c[j].status;
+  }
+  free(c);
+}
+
 /* 1. fill: resources, round numbers, the vectors copied to the device */
 static void round_fill(struct round* R) {
   for (int j = 0; j < R->ng && R->res == ncclSuccess; j++) {
     struct grp* q = &R->g[j];
+    if (q->status != NG_AGREE_OK) continue; /* no channel */
     if (!ng_reg_comm_usable(q->comm, 0)) {
       q->status = NG_AGREE_ABORTED;
       R->res = ncclInvalidUsage;
@@ -660,35 +648,28 @@ static void round_fill(struct round* R) {
   }
 }
 
-/* 2. launch: the all-reduces, one NCCL group. On a blocking communicator the group end of its first
- * collective sets up connections and waits on the host for the peers (no timeout in NCCL): the
- * watchdog bounds it. Once it returns the peers were there: the kernels get a full timeout. */
+/* 2. launch: the all-reduces on the channels, one NCCL group, from a thread of ncclguard's; the channels
+ * are nonblocking: then each is polled until its enqueue (and, the first time, its connection setup) is
+ * done. Nothing here touches the application's communicators. */
 static void round_launch(struct round* R) {
   if (R->res != ncclSuccess) return;
   ncclResult_t r = ncclSuccess, e = ncclSuccess;
-  struct watch* wds = ng_calloc("agree.watch", R->ng > 0 ? (size_t)R->ng : 1, sizeof *wds);
-  if (!wds) { /* an unwatched launch could wait for a peer without bound: this rank leaves the round */
-    ng_log_msg(NG_LOG_WARN, R->g[0].dev, "agree", "%s: out of host memory before the launch", R->what);
+  int abandoned = launch(R->g, R->ng, R->deadline, &r, &e, R->what);
+  R->res = r != ncclSuccess ? r : e;
+  if (abandoned) {
+    for (int j = 0; j < R->ng; j++)
+      if (R->g[j].queued) R->g[j].status = NG_AGREE_TIMEOUT;
     R->res = ncclSystemError;
     return;
   }
-  for (int j = 0; j < R->ng; j++) ng_watch_arm(&wds[j], R->g[j].comm, R->g[j].dev, R->deadline, R->what, -1, 0);
-  int abandoned = launch(R->g, R->ng, R->deadline, &r, &e, R->what);
-  int fired = 0;
-  for (int j = 0; j < R->ng; j++)
-    if (ng_watch_disarm(&wds[j])) R->g[j].status = NG_AGREE_TIMEOUT, fired = 1;
-  free(wds);
-  R->res = r != ncclSuccess ? r : e;
-  if (fired || abandoned) R->res = ncclSystemError;
-  if (abandoned)
-    for (int j = 0; j < R->ng; j++) R->g[j].status = NG_AGREE_TIMEOUT;
-  else if (ng_now_us() > R->deadline - R->extra - ng_cfg.timeout_s * 1e6 / 2)
-    R->deadline = ng_now_us() + ng_cfg.timeout_s * 1e6 + R->extra;
-  if (R->res == ncclInProgress || R->res == ncclSuccess) /* nonblocking communicators: wait for the enqueue */
-    for (int j = 0; j < R->ng && (R->res == ncclInProgress || R->res == ncclSuccess); j++)
-      R->res = ng_wait_ready_until(R->g[j].comm, R->g[j].dev, R->deadline);
-  if (R->res == ncclSystemError)
-    for (int j = 0; j < R->ng; j++) R->g[j].status = NG_AGREE_TIMEOUT;
+  if (R->res == ncclInProgress) R->res = ncclSuccess;
+  for (int j = 0; j < R->ng && R->res == ncclSuccess; j++) {
+    if (!R->g[j].queued) continue;
+    ncclResult_t w = ng_channel_wait(R->g[j].chan, R->g[j].comm, R->g[j].gen, R->deadline);
+    if (w == ncclSystemError) R->g[j].status = NG_AGREE_TIMEOUT;
+    else if (w == ncclInvalidUsage && !ng_reg_comm_usable(R->g[j].comm, R->g[j].gen)) R->g[j].status = NG_AGREE_ABORTED;
+    else if (w != ncclSuccess) R->res = w;
+  }
 }
 
 /* 3. complete: the reduced vectors back to the host. With pinned staging the copy back is queued
@@ -875,6 +856,7 @@ static ncclResult_t agree(struct ng_vote* votes, int n, const char* what, double
   /* Our stream is not captured; relaxed mode lets this thread allocate and enqueue while another
    * stream captures (in global mode even cuMemAlloc would fail and invalidate that capture). */
   R.relaxed = ng_cuda_relaxed_capture(&R.mode) == 0;
+  round_channels(&R);
   round_fill(&R);
   R.t1 = ng_now_us();
   round_launch(&R);
@@ -898,4 +880,100 @@ static ncclResult_t agree(struct ng_vote* votes, int n, const char* what, double
 ncclResult_t ng_agree(struct ng_vote* votes, int n, const char* what) { return agree(votes, n, what, 0); }
 ncclResult_t ng_agree_after(struct ng_vote* votes, int n, const char* what) {
   return agree(votes, n, what, ng_late_grace_us());
+}
+
+/* ---- the warm-up ------------------------------------------------------------------------------
+ * One 1-element all-reduce on each communicator that just became ready, before the application can have
+ * issued anything on it, so that it is at the same place of every rank's device sequence (never between
+ * two of the application's collectives). Enqueued on the communicator's agreement stream from a thread of
+ * ncclguard's, and not waited for: its completion is the peers' business, and NCCL orders the
+ * communicator's next collective after it. On a blocking communicator the group end of its first
+ * collective sets up connections and waits on the host for the peers (no timeout in NCCL): the watchdog
+ * revokes at the deadline, and a launch that still does not return is left to its thread (the
+ * communicator counts as stuck: ncclguard never frees it under that call). */
+struct warm_job {
+  struct ng_job job;
+  int n;
+  ncclResult_t r, e;
+  struct { ncclComm_t comm; uint64_t gen; int dev; struct ng_agree_res res; int held; } it[];
+};
+
+static void warm_run(struct ng_job* J) {
+  struct warm_job* W = (struct warm_job*)J;
+  ncclResult_t r, e;
+  NG_CALL(r, ncclGroupStart);
+  int started = r == ncclSuccess;
+  for (int j = 0; j < W->n && r == ncclSuccess; j++)
+    if (W->it[j].held)
+      NG_CALL(r, ncclAllReduce, (const void*)(uintptr_t)W->it[j].res.buf, (void*)(uintptr_t)W->it[j].res.buf, 1,
+              NG_NCCL_INT32, NG_NCCL_MAX, W->it[j].comm, (cudaStream_t)W->it[j].res.s);
+  e = r;
+  if (started) NG_CALL(e, ncclGroupEnd);
+  W->r = r, W->e = e;
+}
+
+static void warm_orphan(struct ng_job* J) {
+  struct warm_job* W = (struct warm_job*)J;
+  for (int j = 0; j < W->n; j++) {
+    ng_reg_comm_stuck(W->it[j].comm, W->it[j].gen, -1);
+    if (W->it[j].held) ng_reg_res_release(W->it[j].comm, W->it[j].gen, W->it[j].dev, &W->it[j].res);
+  }
+}
+
+void ng_warmup(const ncclComm_t* comms, int n, const char* what) {
+  if (n <= 0 || ng_cfg.warmup == NG_WARMUP_NEVER || !ng_cuda_ok()) return;
+  struct warm_job* W = ng_calloc("agree.warmup", 1, sizeof *W + (size_t)n * sizeof W->it[0]);
+  struct watch* wds = ng_calloc("agree.watch", (size_t)n, sizeof *wds);
+  if (!W || !wds) {
+    free(W), free(wds);
+    return; /* no warm-up on any rank that cannot: the application's first collective connects instead */
+  }
+  double t0 = ng_now_us(), deadline = ng_deadline();
+  int k = 0;
+  for (int j = 0; j < n; j++) {
+    struct ng_commview cv;
+    if (!comms[j] || !ng_reg_comm_get(comms[j], &cv) || !cv.known || cv.dev < 0) continue;
+    struct grp g = {.comm = comms[j], .dev = cv.dev, .len = 1};
+    int a = ng_reg_res_acquire(comms[j], &g.res, &g.gen);
+    if (a < 0) continue;
+    if (ensure(&g)) {
+      ng_reg_res_release(comms[j], g.gen, g.dev, &g.res);
+      continue;
+    }
+    W->it[k].comm = comms[j], W->it[k].gen = g.gen, W->it[k].dev = cv.dev, W->it[k].res = g.res, W->it[k].held = 1;
+    if (W->job.dev < 0 || k == 0) W->job.dev = cv.dev;
+    k++;
+  }
+  W->n = k;
+  if (!k) {
+    free(W), free(wds);
+    return;
+  }
+  for (int j = 0; j < k; j++) ng_watch_arm(&wds[j], W->it[j].comm, W->it[j].dev, deadline, "the warm-up all-reduce", -1, 0);
+  W->job.run = warm_run;
+  W->job.orphan = warm_orphan;
+  W->job.relaxed = 1;
+  for (int j = 0; j < k; j++) ng_reg_comm_stuck(W->it[j].comm, W->it[j].gen, +1); /* the job's until it returns */
+  int done = ng_offload(&W->job, deadline + launch_grace_us());
+  int fired = 0;
+  for (int j = 0; j < k; j++) fired |= ng_watch_disarm(&wds[j]);
+  free(wds);
+  if (!done) {
+    for (int j = 0; j < k; j++)
+      ng_log_msg(NG_LOG_WARN, W->it[j].dev, "warmup", "%s: the warm-up all-reduce on communicator %p is still setting "
+                 "up its connections %.0f s after NCCLGUARD_TIMEOUT=%gs (a peer did not come): that call stays blocked "
+                 "in a thread of its own, and the communicator is never freed", what, (void*)W->it[j].comm,
+                 launch_grace_us() / 1e6, ng_cfg.timeout_s);
+    return;
+  }
+  ncclResult_t res = W->r != ncclSuccess ? W->r : W->e;
+  for (int j = 0; j < k; j++) {
+    ng_reg_comm_stuck(W->it[j].comm, W->it[j].gen, -1);
+    ng_reg_comm_mark(W->it[j].comm, 1, 0, 0);
+    ng_reg_res_release(W->it[j].comm, W->it[j].gen, W->it[j].dev, &W->it[j].res);
+    ng_log_msg(res == ncclSuccess || res == ncclInProgress ? NG_LOG_INFO : NG_LOG_WARN, W->it[j].dev, "warmup",
+               "warm-up all-reduce on communicator %p (%s): %s, enqueued in %.0f us%s", (void*)W->it[j].comm, what,
+               ng_result_name(res), ng_now_us() - t0, fired ? " (the watchdog revoked it: a peer did not come)" : "");
+  }
+  ng_job_free(&W->job);
 }

@@ -105,13 +105,13 @@ struct ng_group {
    * (revoked) at the group's end, outside NCCL's open group */
   ncclComm_t lost[4];
   int nlost;
-  /* an application group of this thread (outermost ncclGroupEnd) failed: the generation the next
-   * communicator gets (ng_reg_gen_now() + 1; 0: none failed). Every communicator that existed at that time
-   * (a smaller generation, or unknown to the registry) may have a collective of that group pending on its
-   * peers: this thread's registrations on it are refused without a round, the communicator given up
-   * (policy.c, suspect_after_failed_group); one made after it cannot */
-  uint64_t failed_gen;
+  /* blocking communicators created inside the group: warmed up at its end (ng_warmup), when they are ready
+   * and nothing of the application's is on them yet */
+  ncclComm_t* warm;
+  int nwarm, capwarm;
 };
+/* Queue a communicator created inside this thread's group for the warm-up at the group's end. */
+void ng_group_warm_later(ncclComm_t comm);
 struct ng_tls {
   int in_nccl;              /* >0 while this thread is inside the real NCCL: calls are NCCL's own */
   int lib;                  /* the libnccl this call runs with: 0 the primary (real.c), k > 0 another copy (route.c) */
@@ -379,6 +379,12 @@ uint64_t ng_reg_gen_now(void);
 int ng_reg_comm_add(ncclComm_t comm, uint64_t cid, uint64_t parent_cid, int rank, int nranks, int dev,
                      int blocking, int state);
 int ng_reg_comm_get(ncclComm_t comm, struct ng_commview* v);
+/* The communicator's agreement channel (channel.c; generation gen, 0: whichever is at comm): NULL when it
+ * has none. set: 0 when recorded (-1: the entry went, is being ended, or has one). take: the channel,
+ * removed from the entry (its end of life; *lib: the libnccl that made it). */
+ncclComm_t ng_reg_chan(ncclComm_t comm, uint64_t gen);
+int ng_reg_chan_set(ncclComm_t comm, uint64_t gen, ncclComm_t chan);
+ncclComm_t ng_reg_chan_take(ncclComm_t comm, uint64_t gen, int* lib);
 void ng_reg_comm_set_state(ncclComm_t comm, int state);
 void ng_reg_comm_set_info(ncclComm_t comm, int rank, int nranks, int dev);
 /* n-th split / shrink / grow / window registration of a communicator (0-based), then increments. */
@@ -532,6 +538,47 @@ struct timespec ng_mono_after(double us);
  * 100 ms); returns *done. */
 int ng_wait_done(pthread_mutex_t* mu, pthread_cond_t* cv, const int* done, double until_us);
 int ng_watch_disarm(struct watch* w);
+/* ---- the agreement channel and ncclguard's own threads (channel.c) ---------------------------- */
+/* A call made on a thread of ncclguard's (no NCCL group of the application's open there), with device dev
+ * current (-1: none) and, if relaxed, relaxed capture mode. ng_offload waits until until_us: 1 when run
+ * returned (the caller then frees the job, ng_job_free), 0 when the caller gave up (the thread keeps the
+ * job, calls orphan when run returns, and frees it). The job is the first member of the caller's struct,
+ * allocated with ng_calloc. */
+struct ng_job {
+  void (*run)(struct ng_job*);
+  void (*orphan)(struct ng_job*); /* may be NULL */
+  int dev, relaxed, lib;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done, abandoned;
+};
+int ng_offload(struct ng_job* J, double until_us);
+void ng_job_free(struct ng_job* J);
+/* The channels of n communicators, made where missing (ncclCommSplit, one NCCL group) and waited for until
+ * the deadline. In: comm, gen, rank, dev; out: chan (NULL where none) and status (enum ng_agree_status).
+ * Returns 0 when every one has its channel. */
+struct ng_chanreq {
+  ncclComm_t comm;
+  uint64_t gen;
+  int rank, dev;
+  ncclComm_t chan;
+  int status;
+};
+int ng_channel_open(struct ng_chanreq* c, int n, double deadline);
+/* Poll a channel until its last operation is done (ncclSuccess), failed (NCCL's error), the deadline passed
+ * (ncclSystemError) or its parent went (ncclInvalidUsage). */
+ncclResult_t ng_channel_wait(ncclComm_t chan, ncclComm_t parent, uint64_t gen, double deadline);
+/* After a failed round: revoke the channel where NCCL can (its pending all-reduce stops). */
+void ng_channel_stop(ncclComm_t comm, uint64_t gen, int dev);
+/* The communicator's end of life: its channel ended first (destroyed, aborted where broken; bounded). */
+void ng_channel_end(ncclComm_t comm, uint64_t gen, int dev, int broken);
+/* 1 when NCCL_COMM_SPLIT_SHARE_RESOURCES makes NCCL share a parent's resources with every split child. */
+int ng_split_shares(void);
+/* The warm-up: one 1-element all-reduce on each communicator, enqueued on ncclguard's stream, not waited
+ * for (agree.c); called where every rank is at the same place of the communicators' device sequence (they
+ * became ready, nothing of the application's can be on them yet). */
+void ng_warmup(const ncclComm_t* comms, int n, const char* what);
+
 /* vote layout: [0, NG_NREASONS) one flag per reason NCCL refuses the buffer for on any path */
 enum {
   NG_VOTE_FIRST_BAD = NG_NREASONS, /* nranks - lowest rank with such a reason */
@@ -560,6 +607,7 @@ enum {
   NG_VOTE_ALLOC_LIVE, NG_VOTE_ALLOC_NEW,
   NG_VOTE_NULL_WIN, /* outcome round: NCCL answered success with a NULL window on some rank */
   NG_VOTE_REAL_WIN, /* ... with a window on some rank */
+  NG_VOTE_GROUP_FAILED, /* some rank's application group, holding this registration, failed (NCCL dropped it there) */
   NG_VOTE_END
 };
 _Static_assert(NG_VOTE_END <= NG_NVOTE, "vote layout");
@@ -582,6 +630,7 @@ struct ng_regreq {
   int agreed_reason;
   int first_bad_rank;
   int relaxed;      /* register with this thread in relaxed capture mode */
+  int app_group_failed; /* queued in an application group whose ncclGroupEnd failed here (NCCL dropped it) */
   int sym_all;      /* the vote: every rank's rules say NCCL takes its symmetric path */
   ncclWindow_t repeat_of; /* NCCL without reuse: the live window registered with exactly these arguments */
   int space_full;   /* NCCL without reuse failed: its symmetric address space has no room (#2331) */
@@ -608,10 +657,9 @@ enum ng_decision {
   NG_NDECISIONS
 };
 const char* ng_decision_name(int d);
-/* Handle n window registrations (n == 1 outside a group; the queue of a group at its end). */
+/* Handle n window registrations (n == 1 outside a group; the queue of a group at its end): cut into steps
+ * of one registration per communicator, in the order of the calls (docs/DESIGN.md, the agreement channel). */
 ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n);
-/* The queue of an application group whose end failed with `res`: no round runs; returns res. */
-ncclResult_t ng_policy_group_failed(struct ng_regreq* reqs, int n, ncclResult_t res);
 /* Checks at the call: a reason that must be answered at once without NCCL (NULL, destroyed or
  * broken communicator), else NG_R_OK; problems of the other arguments go to r->arg_reason. */
 int ng_check_reg_args(struct ng_regreq* r);

@@ -32,6 +32,29 @@ struct ng_nccl_config_prefix {
   int blocking;
 };
 #define NG_NCCL_CONFIG_MAGIC 0xcafebeefu
+/* ncclConfig_t as NCCL 2.27 lays it out (nccl.h.in at v2.27.7-1: every later release only appends), for the
+ * agreement channel's ncclCommSplit (channel.c): passed with version 2.27.0 and its own size, NCCL 2.27 to
+ * 2.32 copy these fields and default the later ones (parseCommConfig, src/init.cc at v2.30.7-1).
+ * NG_CFG_UNDEF_INT / a NULL pointer: "not set" (NCCL_CONFIG_UNDEF_INT is INT_MIN). */
+struct ng_nccl_config_v22700 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;
+  int cgaClusterSize;
+  int minCTAs;
+  int maxCTAs;
+  const char* netName;
+  int splitShare;
+  int trafficClass;
+  const char* commName;
+  int collnetEnable;
+  int CTAPolicy;
+  int shrinkShare;
+  int nvlsCTAs;
+};
+#define NG_CFG_UNDEF_INT (-2147483647 - 1)
+#define NG_NCCL_VERSION_2_27_0 22700
 
 #ifndef NG_ABI_CHECK
 typedef struct ncclComm* ncclComm_t;

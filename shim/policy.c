@@ -170,46 +170,13 @@ static void phase_prepare(struct ng_regreq* reqs, int n) {
   }
 }
 
-/* ---- 2. warm-up (when it is not the first vote round) ---------------------------------------- */
-static void phase_warmup(struct ng_regreq* reqs, int n, struct ng_vote* votes, int use_agree) {
-  if (!(ng_cfg.warmup == NG_WARMUP_ALWAYS || (ng_cfg.warmup == NG_WARMUP_AUTO && !use_agree))) return;
-  if (!ng_cuda_ok()) return;
-  int nw = 0;
-  for (int i = 0; i < n; i++) {
-    int dup = 0;
-    for (int j = 0; j < nw && !dup; j++) dup = votes[j].comm == reqs[i].comm;
-    if (reqs[i].decision == NG_D_ERROR || reqs[i].cv.warmed || dup) continue;
-    memset(&votes[nw], 0, sizeof votes[nw]);
-    votes[nw].comm = reqs[i].comm;
-    votes[nw].dev = reqs[i].cv.dev;
-    nw++;
-  }
-  double t0 = ng_now_us();
-  ncclResult_t w = ng_agree(votes, nw, "warm-up");
-  for (int j = 0; j < nw; j++) {
-    ng_reg_comm_mark(votes[j].comm, 1, 0, 0);
-    ng_log_msg(w == ncclSuccess ? NG_LOG_INFO : NG_LOG_WARN, votes[j].dev, "warmup",
-               "warm-up all-reduce on communicator %p: %s in %.0f us", (void*)votes[j].comm, ng_result_name(w),
-               ng_now_us() - t0);
-  }
-  for (int i = 0; i < n; i++) /* a warm-up that failed leaves its communicator broken */
-    if (reqs[i].decision != NG_D_ERROR && w != ncclSuccess) {
-      struct ng_commview now;
-      ng_reg_comm_get(reqs[i].comm, &now);
-      int settings = 0;
-      for (int j = 0; j < nw; j++) settings |= votes[j].comm == reqs[i].comm && votes[j].status == NG_AGREE_SETTINGS;
-      if (now.broken) error_out(&reqs[i], now.broken, w);
-      else if (settings) error_out(&reqs[i], NG_R_SETTINGS_MISMATCH, ncclInvalidUsage);
-    }
-}
-
 /* ---- 3. preflight ---------------------------------------------------------------------------- */
 /* A registration that goes to NCCL's symmetric path in relaxed capture mode: a job of NCCL's group end. */
 static int relaxed_job(const struct ng_regreq* r) {
   return r->relaxed && !r->arg_reason && r->decision != NG_D_ERROR && r->rules.sym == NG_SYM_YES;
 }
 
-static void phase_preflight(struct ng_regreq* reqs, int n) {
+static void phase_preflight(struct ng_regreq* reqs, int n, const struct ng_regreq* prior, int nprior) {
   for (int i = 0; i < n; i++) {
     struct ng_regreq* r = &reqs[i];
     if (r->decision == NG_D_ERROR) continue;
@@ -221,13 +188,15 @@ static void phase_preflight(struct ng_regreq* reqs, int n) {
       if (r->rules.all_paths && ng_cuda_is_allocation(r->buff, r->cv.dev) == 0) r->arg_reason = NG_R_NOT_DEVICE;
     }
     /* NCCL with reuse (before 2.30.7) gives an allocation it already placed no new place: whether this
-     * window's is one (a live window of the communicator in it, or an earlier registration of the batch) */
+     * window's is one (a live window of the communicator in it, or an earlier step of the batch that NCCL
+     * placed: registered, with a window; a refused or degraded one never reached NCCL) */
     r->alloc_live = -1;
     if (!r->arg_reason && !r->rules.no_reuse && r->alloc_size && r->alloc_base) {
       r->alloc_live = ng_reg_win_in_range(r->comm, r->alloc_base, r->alloc_size);
-      for (int j = 0; j < i && !r->alloc_live; j++)
-        r->alloc_live = reqs[j].comm == r->comm && reqs[j].decision != NG_D_ERROR && !reqs[j].arg_reason &&
-                        reqs[j].alloc_base == r->alloc_base && reqs[j].alloc_size == r->alloc_size;
+      for (int j = 0; j < nprior && !r->alloc_live; j++)
+        r->alloc_live = prior[j].comm == r->comm && prior[j].decision == NG_D_REGISTER &&
+                        prior[j].result == ncclSuccess && prior[j].win && *prior[j].win &&
+                        prior[j].alloc_base == r->alloc_base && prior[j].alloc_size == r->alloc_size;
     }
     /* NCCL without reuse (2.30.7+): an exact repeat of a live registration can be served from its window */
     r->repeat_of = NULL;
@@ -295,6 +264,7 @@ static void vote_fill(struct ng_vote* vt, const struct ng_regreq* r) {
   vt->v[NG_VOTE_SIZE_UNKNOWN] = sz == 0;
   vt->v[NG_VOTE_ALLOC_LIVE] = r->alloc_live == 1;
   vt->v[NG_VOTE_ALLOC_NEW] = r->alloc_live == 0;
+  vt->v[NG_VOTE_GROUP_FAILED] = r->app_group_failed;
 }
 
 /* The window's layout against its peers' (the reduced votes): LAYOUT_MISMATCH when the flags differ, or
@@ -347,6 +317,15 @@ static int layout_check(struct ng_regreq* r, const int32_t* v, int sym) {
 /* THE decision, from the reduced votes alone (so every rank takes the same one). */
 static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
   const int32_t* v = vt->v;
+  if (v[NG_VOTE_GROUP_FAILED]) {
+    /* an application group holding this registration failed on some rank, and NCCL dropped it there: no
+     * rank registers it (NCCL alone: the others would wait for that rank in the registration's exchange) */
+    r->local_reason = r->app_group_failed ? NG_R_GROUP_FAILED : NG_R_OK;
+    r->agreed_reason = NG_R_GROUP_FAILED;
+    r->decision = NG_D_ERROR;
+    r->result = ncclInvalidUsage;
+    return;
+  }
   unsigned always = 0;
   for (int k = 1; k < NG_NREASONS; k++)
     if (v[k]) always |= 1u << k;
@@ -420,22 +399,11 @@ static void phase_vote(struct ng_regreq* reqs, int n, struct ng_vote* votes) {
   int nv = 0;
   for (int i = 0; i < n; i++)
     if (reqs[i].decision != NG_D_ERROR) vote_fill(&votes[nv++], &reqs[i]);
-  double t0 = ng_now_us();
   ncclResult_t a = ng_agree(votes, nv, "registration");
   for (int i = 0, k = 0; i < n; i++) {
     struct ng_regreq* r = &reqs[i];
     if (r->decision == NG_D_ERROR) continue;
     struct ng_vote* vt = &votes[k++];
-    if (!r->cv.warmed) {
-      ng_reg_comm_mark(r->comm, 1, 0, 0);
-      for (int j = 0; j < i; j++) /* once per communicator */
-        if (reqs[j].comm == r->comm) r->cv.warmed = 1;
-      if (!r->cv.warmed)
-        ng_log_msg(NG_LOG_INFO, r->cv.dev, "warmup",
-                   "first agreement round on communicator %p (doubles as the warm-up): %s in %.0f us",
-                   (void*)r->comm, ng_result_name(a), ng_now_us() - t0);
-      r->cv.warmed = 1;
-    }
     struct ng_commview now;
     ng_reg_comm_get(r->comm, &now);
     r->cv.cid = now.cid; /* the round may have given it the name its ranks agree on */
@@ -791,91 +759,13 @@ static ncclResult_t abandon(struct ng_regreq* reqs, int n, int reason, ncclResul
   return res;
 }
 
-/* 1 when every rank of reqs[i]'s communicator is in this batch (one thread drives them all); the views are
- * read (ng_check_reg_args) */
-static int all_ranks_in_batch(const struct ng_regreq* reqs, int n, int i) {
-  if (!reqs[i].cv.known || reqs[i].cv.nranks <= 0 || reqs[i].cv.nranks > n) return 0;
-  int here = 0; /* ranks of this communicator (by cid) in the batch */
-  for (int j = 0; j < n; j++) {
-    int dup = 0;
-    if (!reqs[j].cv.known || reqs[j].cv.cid != reqs[i].cv.cid) continue;
-    for (int k = 0; k < j && !dup; k++) dup = reqs[k].cv.known && reqs[k].cv.cid == reqs[i].cv.cid &&
-                                              reqs[k].cv.rank == reqs[j].cv.rank;
-    here += !dup;
-  }
-  return here == reqs[i].cv.nranks;
-}
-
-/* The application's group ended with an error (NCCL drops every operation of a group in which a call
- * failed, group.cc 2.27.7 - 2.30.7) with registrations queued in it. ncclguard cannot know what the
- * peers' groups enqueued (theirs may have succeeded, with an application collective that a round of
- * ours would pair with), so no round runs after such a group: each communicator is given up. The one
- * exception is known alike everywhere: every rank of the communicator is in this very group (one thread
- * drives them all), so every rank's group failed and each refuses alone, the communicator intact. */
-static ncclResult_t group_failed(struct ng_regreq* reqs, int n, ncclResult_t res, ncclResult_t refused,
-                                 const char* cause) {
-  int* keep = ng_calloc("policy.keep", (size_t)(n > 0 ? n : 1), sizeof *keep);
-  for (int i = 0; keep && i < n; i++) ng_check_reg_args(&reqs[i]);
-  for (int i = 0; keep && i < n; i++) keep[i] = all_ranks_in_batch(reqs, n, i);
-  abandon(reqs, n, NG_R_GROUP_FAILED, refused, cause, keep);
-  free(keep);
-  return res;
-}
-ncclResult_t ng_policy_group_failed(struct ng_regreq* reqs, int n, ncclResult_t res) {
-  return group_failed(reqs, n, res, ncclInvalidUsage, "the application's group failed");
-}
-
-/* An application group of this thread failed on this rank (wrap_group.c, failed_gen): NCCL dropped its
- * collectives here while the peers' groups may have enqueued theirs, which a round of ncclguard's on that
- * communicator would pair with (the peers' collective completing with our vote in it: wrong data, no error).
- * Which communicators that group held is not known (collectives are not intercepted), so every one that
- * existed when it failed is suspect, for good: this thread's registrations on it are refused without a round
- * and it is given up (revoked where NCCL can), so its peers end with an error within the bound, never with
- * data. Not suspect: one made after the failure, one without peers, one whose every rank this thread drives
- * in this batch (its group failed on all of them), one already gone or stopped (refused as such). */
-static int suspect_after_failed_group(const struct ng_regreq* reqs, int n, int i, uint64_t failed_gen) {
-  const struct ng_commview* v = &reqs[i].cv;
-  if (!failed_gen || !reqs[i].comm) return 0;
-  if (!v->known) return 1; /* made before ncclguard saw it: it existed */
-  if (v->gen >= failed_gen || v->nranks == 1 || v->broken || ng_comm_gone(v)) return 0;
-  return !all_ranks_in_batch(reqs, n, i);
-}
-
-static ncclResult_t policy_register(struct ng_regreq* reqs, int n);
-
-ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
-  if (n <= 0) return ncclSuccess;
-  uint64_t failed_gen = ng_grp()->failed_gen;
-  if (!failed_gen) return policy_register(reqs, n);
-  for (int i = 0; i < n; i++) ng_check_reg_args(&reqs[i]);
-  /* the suspect registrations first, the others after them, each in its order (a communicator's all on one
-   * side: the test is per communicator) */
-  int k = 0;
-  for (int i = 0; i < n; i++) {
-    if (!suspect_after_failed_group(reqs, n, i, failed_gen)) continue;
-    struct ng_regreq r = reqs[i];
-    memmove(&reqs[k + 1], &reqs[k], (size_t)(i - k) * sizeof *reqs);
-    reqs[k++] = r;
-  }
-  if (!k) return policy_register(reqs, n);
-  ncclResult_t a = abandon(reqs, k, NG_R_GROUP_FAILED, ncclInvalidUsage,
-                           "an earlier application group of this thread failed on this rank", NULL);
-  ncclResult_t b = k < n ? policy_register(reqs + k, n - k) : ncclSuccess;
-  return a != ncclSuccess ? a : b;
-}
-
-static ncclResult_t policy_register(struct ng_regreq* reqs, int n) {
-  struct ng_vote* votes = ng_calloc("policy.votes", (size_t)n, sizeof *votes);
-  if (!votes) return abandon(reqs, n, NG_R_AGREE_FAILED, ncclSystemError, "out of host memory", NULL);
-  ng_log_source();
-  int use_agree = ng_cfg.agree && ng_cuda_ok();
+/* ---- one step: the phases for the registrations of one step (one per communicator) --------------- */
+static void run_step(struct ng_regreq* reqs, int n, struct ng_vote* votes, const struct ng_regreq* prior, int nprior,
+                     int use_agree) {
   phase_prepare(reqs, n);
   double t = ng_now_us(), agree_us = 0;
-  phase_warmup(reqs, n, votes, use_agree);
-  agree_us += ng_now_us() - t;
-  phase_preflight(reqs, n);
+  phase_preflight(reqs, n, prior, nprior);
   if (use_agree) {
-    t = ng_now_us();
     phase_vote(reqs, n, votes);
     phase_go(reqs, n, votes);
     agree_us += ng_now_us() - t;
@@ -901,6 +791,61 @@ static ncclResult_t policy_register(struct ng_regreq* reqs, int n) {
   agree_us += ng_now_us() - t;
   for (int i = 0; i < n; i++) reqs[i].agree_us = agree_us;
   phase_null_window(reqs, n);
+}
+
+/* The step of each registration: the k-th registration of a batch on a communicator is in step k, and the
+ * registrations on several ranks of one communicator that this thread drives (one clique: the same cid) share
+ * their step, since their rounds and NCCL's registration must meet in one group. Steps run in the order of
+ * their first call: a rank that grouped W1 and W2 and a rank that registered them one at a time run the same
+ * rounds in the same order, and NCCL's registrations too. Returns the number of steps; step[i] for each. */
+static int cut_steps(const struct ng_regreq* reqs, int n, int* step) {
+  int nsteps = 0;
+  for (int i = 0; i < n; i++) {
+    int k = 0; /* earlier registrations on this very communicator */
+    for (int j = 0; j < i; j++) k += reqs[j].comm == reqs[i].comm;
+    uint64_t ci = reqs[i].cv.known ? reqs[i].cv.cid : 0;
+    step[i] = -1;
+    for (int j = 0; j < i && step[i] < 0; j++) { /* a registration of the same clique and index: its step */
+      uint64_t cj = reqs[j].cv.known ? reqs[j].cv.cid : 0;
+      if (reqs[j].comm == reqs[i].comm || !ci || cj != ci) continue;
+      int kj = 0;
+      for (int m = 0; m < j; m++) kj += reqs[m].comm == reqs[j].comm;
+      if (kj == k) step[i] = step[j];
+    }
+    if (step[i] < 0) step[i] = nsteps++;
+  }
+  return nsteps;
+}
+
+ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
+  if (n <= 0) return ncclSuccess;
+  struct ng_vote* votes = ng_calloc("policy.votes", (size_t)n, sizeof *votes);
+  int* step = ng_calloc("policy.steps", (size_t)n, sizeof *step);
+  struct ng_regreq* tmp = n > 1 ? ng_calloc("policy.order", (size_t)n, sizeof *tmp) : NULL;
+  if (!votes || !step || (n > 1 && !tmp)) {
+    free(votes), free(step), free(tmp);
+    return abandon(reqs, n, NG_R_AGREE_FAILED, ncclSystemError, "out of host memory", NULL);
+  }
+  ng_log_source();
+  int use_agree = ng_cfg.agree && ng_cuda_ok();
+  for (int i = 0; i < n; i++) ng_check_reg_args(&reqs[i]); /* the views, for the steps' cliques */
+  int nsteps = cut_steps(reqs, n, step);
+  if (nsteps > 1) { /* the batch in step order (stable: each step's registrations in their call order) */
+    int k = 0;
+    for (int s = 0; s < nsteps; s++)
+      for (int i = 0; i < n; i++)
+        if (step[i] == s) tmp[k] = reqs[i], step[k] = -1 - s, k++;
+    memcpy(reqs, tmp, (size_t)n * sizeof *reqs);
+    for (int i = 0; i < n; i++) step[i] = -1 - step[i];
+  }
+  free(tmp);
+  for (int a = 0; a < n;) {
+    int b = a;
+    while (b < n && step[b] == step[a]) b++;
+    run_step(reqs + a, b - a, votes + a, reqs, a, use_agree);
+    a = b;
+  }
+  free(step);
   /* A batch is one application group, and ncclGroupEnd returns one result, its first error. A registration
    * that failed rolls back the rest of its own communicator's part of the batch (registered, reused or
    * degraded: deregistered, *win NULL, an error), so that no window of that communicator survives the failed
@@ -935,8 +880,10 @@ static ncclResult_t policy_register(struct ng_regreq* reqs, int n) {
     /* The communicator's count of NULL windows (a device communicator is refused while it has some) follows
      * the windows handed out: a success with *win NULL (degraded, or NCCL's own NULL window), counted here
      * once, after every change of the batch's outcome; its deregistration takes it away, and the count goes
-     * with the communicator. An error hands out nothing. */
-    if (r->result == ncclSuccess && r->win && !*r->win && (r->decision == NG_D_DEGRADE || r->decision == NG_D_REGISTER))
+     * with the communicator. An error hands out nothing, and neither does an empty or NULL buffer (NCCL 2.28
+     * answers it with success and registers nothing: no window that device code could be given). */
+    if (r->result == ncclSuccess && r->win && !*r->win && (r->decision == NG_D_DEGRADE || r->decision == NG_D_REGISTER) &&
+        r->agreed_reason != NG_R_ZERO_SIZE && r->agreed_reason != NG_R_NULL_BUFF)
       ng_reg_comm_mark(r->comm, 0, 0, 1);
     report(r);
     if (ret == ncclSuccess && r->result != ncclSuccess) ret = r->result;

@@ -25,6 +25,8 @@ struct comm_ent {
   int agree_in_use;  /* an agreement round of some thread holds `agree` (ng_reg_res_acquire) */
   int evict_pending; /* a tombstone evicted while in use: freed at release */
   int inflight;      /* calls ncclguard makes on it from threads of its own (the watchdog's revoke) */
+  ncclComm_t chan;   /* its agreement channel (channel.c), NULL: none yet */
+  int chan_lib;      /* the libnccl that made it (ng_tls.lib) */
   UT_hash_handle hh;
 };
 /* Each entry's generation (v.gen): a new communicator at the address of a destroyed one is another
@@ -218,6 +220,32 @@ int ng_reg_comm_add(ncclComm_t comm, uint64_t cid, uint64_t parent_cid, int rank
   if (oom) free_ent(fresh);
   ng_reg_pool_drain();
   return oom ? -1 : 0;
+}
+
+ncclComm_t ng_reg_chan(ncclComm_t comm, uint64_t gen) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find_gen(comm, gen);
+  ncclComm_t c = e ? e->chan : NULL;
+  pthread_mutex_unlock(&lock);
+  return c;
+}
+
+int ng_reg_chan_set(ncclComm_t comm, uint64_t gen, ncclComm_t chan) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find_gen(comm, gen);
+  int ok = e && !e->chan && !e->v.aborting && !ng_comm_gone(&e->v);
+  if (ok) e->chan = chan, e->chan_lib = ng_cur_lib();
+  pthread_mutex_unlock(&lock);
+  return ok ? 0 : -1;
+}
+
+ncclComm_t ng_reg_chan_take(ncclComm_t comm, uint64_t gen, int* lib) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find_gen(comm, gen);
+  ncclComm_t c = e ? e->chan : NULL;
+  if (e) e->chan = NULL, *lib = e->chan_lib;
+  pthread_mutex_unlock(&lock);
+  return c;
 }
 
 uint64_t ng_reg_gen_now(void) {

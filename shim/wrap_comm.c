@@ -57,9 +57,11 @@ ncclResult_t ng_refuse_gone(const char* fn, ncclComm_t comm, double t0) {
   return ncclInvalidArgument;
 }
 
+static void log_created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0, uint64_t cid, uint64_t parent,
+                        int rank, int nranks, int dev, int blocking, int state);
 /* Record a new communicator after a creation call returned `res`. */
-static void created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0, uint64_t cid, uint64_t parent,
-                    int rank, int nranks, int blocking_hint) {
+static void created_w(const char* fn, ncclComm_t comm, ncclResult_t res, double t0, uint64_t cid, uint64_t parent,
+                      int rank, int nranks, int blocking_hint, int warm) {
   if (!comm || (res != ncclSuccess && res != ncclInProgress)) return;
   int state = res == ncclInProgress ? NG_COMM_INITIALIZING : NG_COMM_READY;
   int blocking = blocking_hint && res != ncclInProgress;
@@ -77,7 +79,18 @@ static void created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0
   ng_stat_add(NG_ST_COMMS, 1);
   if (rank >= 0) ng_log_set_rank(rank);
   ng_log_source();
-  if (!ng_log_on(NG_LOG_INFO)) return;
+  if (ng_log_on(NG_LOG_INFO)) log_created(fn, comm, res, t0, cid, parent, rank, nranks, dev, blocking, state);
+  /* The warm-up where every rank is at the same place of the communicator's sequence: it is ready and the
+   * application has nothing on it yet (a blocking one; inside a group, at the group's end). ncclCommInitAll
+   * warms its communicators up together (one thread drives them all: their first collective is one group). */
+  if (state == NG_COMM_READY && blocking && warm && ng_cfg.warmup != NG_WARMUP_NEVER) {
+    if (ng_grp()->depth == 0) ng_warmup(&comm, 1, fn);
+    else ng_group_warm_later(comm);
+  }
+}
+
+static void log_created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0, uint64_t cid, uint64_t parent,
+                        int rank, int nranks, int dev, int blocking, int state) {
   struct ng_line l;
   ng_line_begin(&l, NG_LOG_INFO, dev);
   ng_kv_str(&l, "fn", fn);
@@ -96,6 +109,11 @@ static void created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0
     ng_line_end(&l, "made by %s (NCCL %d), the communicator's own libnccl", ng_lib_path(ng_cur_lib()), ng_nccl_version());
   else
     ng_line_end(&l, NULL);
+}
+
+static void created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0, uint64_t cid, uint64_t parent,
+                    int rank, int nranks, int blocking_hint) {
+  created_w(fn, comm, res, t0, cid, parent, rank, nranks, blocking_hint, 1);
 }
 
 static int cfg_blocking(const ncclConfig_t* config) {
@@ -173,7 +191,12 @@ NG_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devl
   if (comms && res == ncclSuccess) {
     struct { pid_t pid; int n; } key = {getpid(), __atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED)};
     uint64_t cid = ng_fnv(NG_FNV_INIT, &key, sizeof key);
-    for (int i = 0; i < ndev; i++) created("ncclCommInitAll", comms[i], res, t0, cid, 0, i, ndev, 1);
+    for (int i = 0; i < ndev; i++) created_w("ncclCommInitAll", comms[i], res, t0, cid, 0, i, ndev, 1, 0);
+    if (ng_cfg.warmup != NG_WARMUP_NEVER && ndev > 0) {
+      if (ng_grp()->depth == 0) ng_warmup(comms, ndev, "ncclCommInitAll");
+      else
+        for (int i = 0; i < ndev; i++) ng_group_warm_later(comms[i]);
+    }
   }
   failed("ncclCommInitAll", NULL, res, t0);
   return res;
@@ -378,6 +401,10 @@ static ncclResult_t end_of_life(const char* fn, enum ng_real_id id, ncclComm_t c
      * frees the communicator: waited for, bounded (a revoke takes milliseconds) */
     for (double until = ng_now_us() + 5e6; ng_reg_comm_inflight(comm) > 0 && ng_now_us() < until;) usleep(200);
   }
+  /* its agreement channel first (destroyed; aborted where a round failed on it or the communicator is
+   * aborted): a private communicator of ncclguard's that nothing else ends */
+  if (comm && (ending || id == NG_ID_ncclCommFinalize))
+    ng_channel_end(comm, cv.gen, cv.dev, cv.broken || id == NG_ID_ncclCommAbort);
   int left = 0;
   if (comm && ending && cv.broken && cv.state == NG_COMM_REVOKED) {
     left = eol_bounded(id, comm, cv.gen, &res); /* revoked by ncclguard: bounded (above) */

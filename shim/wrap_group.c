@@ -15,8 +15,7 @@
 
 __thread struct ng_tls ng_tls;
 
-NG_API ncclResult_t ncclGroupStart(void) {
-  NG_FOREIGN(ncclGroupStart);
+static ncclResult_t group_start(void) {
   ncclResult_t res;
   ng_init();
   if (ng_cfg.disable || ng_tls.in_nccl) {
@@ -41,18 +40,48 @@ __attribute__((noinline)) static ncclResult_t group_end_queued(struct ng_group* 
   int n = G->npending;
   G->pending = NULL;
   G->npending = G->cappending = 0;
-  /* NCCL drops a group in which a call failed (group.cc, 2.27.7 - 2.30.7): its queued registrations are
-   * refused without a round (policy.c, ng_policy_group_failed) */
-  ncclResult_t pres = res != ncclSuccess && res != ncclInProgress ? ng_policy_group_failed(reqs, n, res)
-                                                                   : ng_policy_register(reqs, n);
+  /* NCCL drops a group in which a call failed (group.cc, 2.27.7 - 2.30.7), on this rank: its queued
+   * registrations are refused on every rank alike (policy.c: the failure travels in the vote) */
+  int failed = res != ncclSuccess && res != ncclInProgress;
+  for (int i = 0; failed && i < n; i++) reqs[i].app_group_failed = 1;
+  ncclResult_t pres = ng_policy_register(reqs, n);
   free(reqs);
   if (res == ncclSuccess || res == ncclInProgress) return pres != ncclSuccess ? pres : res;
   return res;
 }
 
-/* The mark of a failed group: the generation the next communicator will get (every one made before the
- * failure has a smaller one). */
-__attribute__((noinline)) static uint64_t ng_failed_group_gen(void) { return ng_reg_gen_now() + 1; }
+/* The blocking communicators created inside the group, warmed up once it ended (ready, and nothing of the
+ * application's on them yet): their device, rank and size are known from now on. */
+__attribute__((noinline)) static void group_end_warm(struct ng_group* G, ncclResult_t res) {
+  ncclComm_t* w = G->warm;
+  int n = G->nwarm;
+  G->warm = NULL;
+  G->nwarm = G->capwarm = 0;
+  if (res == ncclSuccess) {
+    for (int i = 0; i < n; i++) {
+      int dev = -1, rank = -1, nranks = 0;
+      ncclResult_t e;
+      NG_CALL(e, ncclCommCuDevice, w[i], &dev);
+      NG_CALL(e, ncclCommUserRank, w[i], &rank);
+      NG_CALL(e, ncclCommCount, w[i], &nranks);
+      (void)e;
+      ng_reg_comm_set_info(w[i], rank, nranks, dev);
+    }
+    ng_warmup(w, n, "created in a group");
+  }
+  free(w);
+}
+
+void ng_group_warm_later(ncclComm_t comm) {
+  struct ng_group* G = ng_grp();
+  if (G->nwarm == G->capwarm) {
+    int cap = G->capwarm ? 2 * G->capwarm : 8;
+    ncclComm_t* nw = ng_realloc("group.warm", G->warm, (size_t)cap * sizeof *nw);
+    if (!nw) return; /* no warm-up for it (the application's first collective connects instead) */
+    G->warm = nw, G->capwarm = cap;
+  }
+  G->warm[G->nwarm++] = comm;
+}
 
 /* The end of the application's group: the real ncclGroupEnd, or ncclGroupSimulateEnd, which ends
  * the group the same way (NCCL decrements its depth and still performs the registrations queued in
@@ -70,15 +99,20 @@ static ncclResult_t group_end(ncclSimInfo_t* sim, int simulate) {
   struct ng_group* G = ng_grp(); /* this libnccl's group (route.c: each copy of NCCL has its own) */
   if (G->depth == 0) return res; /* no group of the application's was open: NCCL refuses, nothing dropped */
   if (--G->depth > 0) return res;
-  /* a failed group: NCCL dropped its collectives on this rank only, perhaps; the peers' may wait for them on
-   * any communicator that existed then, and a round of this thread's on one of them would pair with them
-   * (policy.c refuses those registrations; the group's own queued ones are refused below) */
-  if (res != ncclSuccess && res != ncclInProgress) G->failed_gen = ng_failed_group_gen();
+  if (G->nwarm) group_end_warm(G, res);
   if (G->npending == 0 && G->nlost == 0) return res; /* (the data path: one compare more) */
   return group_end_queued(G, res);
 }
 
+NG_API ncclResult_t ncclGroupStart(void) { NG_FOREIGN(ncclGroupStart); return group_start(); }
 NG_API ncclResult_t ncclGroupEnd(void) { NG_FOREIGN(ncclGroupEnd); return group_end(NULL, 0); }
+/* NCCL's profiling names of the same two calls: a tracer that forwards ncclGroupStart/End to pncclGroupStart/End
+ * (the usual way to reach NCCL past other interposers), or an application that calls them, opens the same
+ * group of NCCL's, and the registrations inside it must wait for its end here too (NCCL defers them to it:
+ * read at once, their window would be NULL). A group opened through a lookup on libnccl's own handle
+ * (dlsym(handle, "pncclGroupStart")) is not seen: docs/DESIGN.md, the agreement channel. */
+NG_API ncclResult_t pncclGroupStart(void) { NG_FOREIGN(ncclGroupStart); return group_start(); }
+NG_API ncclResult_t pncclGroupEnd(void) { NG_FOREIGN(ncclGroupEnd); return group_end(NULL, 0); }
 /* exported through shim/exports.c */
 NG_OPT_API ncclResult_t NG_OPT(ncclGroupSimulateEnd)(ncclSimInfo_t* simInfo) { NG_FOREIGN(ncclGroupSimulateEnd, simInfo); return group_end(simInfo, 1); }
 

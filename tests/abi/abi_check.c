@@ -24,6 +24,16 @@ NG_CHECK_FIELD(magic)
 NG_CHECK_FIELD(version)
 NG_CHECK_FIELD(blocking)
 _Static_assert(sizeof(ncclUniqueId) == 128, "ncclUniqueId");
+/* the 2.27 layout the agreement channel's split passes (every release since appends only) */
+#define NG_CHECK_V27(f)                                                                                       \
+  _Static_assert(offsetof(ncclConfig_t, f) == offsetof(struct ng_nccl_config_v22700, f), "ncclConfig_t." #f); \
+  _Static_assert(sizeof(((ncclConfig_t*)0)->f) == sizeof(((struct ng_nccl_config_v22700*)0)->f), "ncclConfig_t." #f);
+NG_CHECK_V27(size) NG_CHECK_V27(magic) NG_CHECK_V27(version) NG_CHECK_V27(blocking) NG_CHECK_V27(cgaClusterSize)
+NG_CHECK_V27(minCTAs) NG_CHECK_V27(maxCTAs) NG_CHECK_V27(netName) NG_CHECK_V27(splitShare) NG_CHECK_V27(trafficClass)
+NG_CHECK_V27(commName) NG_CHECK_V27(collnetEnable) NG_CHECK_V27(CTAPolicy) NG_CHECK_V27(shrinkShare)
+NG_CHECK_V27(nvlsCTAs)
+_Static_assert(sizeof(ncclConfig_t) >= sizeof(struct ng_nccl_config_v22700), "ncclConfig_t since 2.27");
+_Static_assert(NCCL_CONFIG_UNDEF_INT == NG_CFG_UNDEF_INT, "NCCL_CONFIG_UNDEF_INT");
 
 /* The header-free scenario programs' declarations (tests/progs/ngapi.h, what ncclguard-doctor --probe
  * runs): every function of their list redeclared against nccl.h, and the values they pass compared. */

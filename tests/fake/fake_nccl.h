@@ -166,10 +166,24 @@ struct ncclComm {
   struct fn_reg *regs;
   size_t big_size, big_align; /* symmetric address space (NCCL's bigSize, granularity); 0 until used */
   struct fn_symmem *mems;    /* its allocations, sorted by offset (under lk) */
+  /* Resource sharing with split children (NCCL_COMM_SPLIT_SHARE_RESOURCES, config.splitShare): NCCL takes it
+   * from the PARENT's config when a child is split (src/init.cc at v2.30.7-1, line 3109: comm->config.splitShare;
+   * v2.27.7-1, line 2281), and the variable, when set, overrides any config (init.cc 2131-2137). A child that
+   * shares uses its parent's device stream (sharedRes->deviceStream, init.cc 462-477), so the kernels of the
+   * parent and of its sharing children run one after another in the order they were enqueued. Modelled with
+   * tickets: each collective takes the next ticket of its share root when it is enqueued and runs only after
+   * every earlier ticket's collective ended (run_coll). A communicator that shares with nobody is its own root:
+   * its collectives run in enqueue order, as they did. */
+  int split_share;            /* this communicator's resolved splitShare: children split from it share */
+  struct ncclComm *share_root; /* whose device stream its kernels run on (itself when not shared) */
+  uint64_t tk_next, tk_done;   /* on a root: the next ticket to hand out, the tickets ended (under lk) */
+  int nshare;                  /* on a root: children that share its stream (from then on every kernel waits its turn) */
   pthread_mutex_t lk;
   pthread_cond_t cv;
   UT_hash_handle hh;    /* every communicator ever created (tombstones stay) */
 };
+/* NCCL's splitShare for a communicator made with `config` (see split_share above) */
+int fn_split_share_of(const ncclConfig_t *config);
 
 /* registry (process-wide) */
 void fn_lock(void);

@@ -8,12 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { K_ALLREDUCE, K_ALLGATHER };
 
 struct coll {
   int kind;
+  uint64_t ticket; /* its place on its share root's device stream (struct ncclComm, split_share) */
   const void *send;
   void *recv;
   size_t count;
@@ -279,10 +281,37 @@ static void coll_done(struct ncclComm *c)
   pthread_mutex_unlock(&c->lk);
 }
 
+/* Kernels of communicators that share one device stream (a parent and its sharing split children) run one
+ * after another, in the order they were enqueued (struct ncclComm, split_share): wait for the earlier ones. */
+static void stream_turn(struct coll *a)
+{
+  struct ncclComm *root = a->c->share_root;
+  pthread_mutex_lock(&root->lk);
+  while (root->tk_done != a->ticket && !stopped(a->c)) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 20 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&root->cv, &root->lk, &ts); /* (an abort of this one is seen within 20 ms) */
+  }
+  pthread_mutex_unlock(&root->lk);
+}
+static void stream_next(struct coll *a)
+{
+  struct ncclComm *root = a->c->share_root;
+  pthread_mutex_lock(&root->lk);
+  if (root->tk_done <= a->ticket) root->tk_done = a->ticket + 1;
+  pthread_cond_broadcast(&root->cv);
+  pthread_mutex_unlock(&root->lk);
+}
+
 static void coll_hostfn(void *p)
 {
   struct coll *a = p;
+  int shared = !a->captured && __atomic_load_n(&a->c->share_root->nshare, __ATOMIC_ACQUIRE) > 0;
+  if (shared) stream_turn(a);
   run_coll(a);
+  if (!a->captured && a->c->share_root->tk_next > 0) stream_next(a);
   if (!a->captured) { coll_done(a->c); free(a); }
 }
 
@@ -386,6 +415,12 @@ static ncclResult_t coll_stage(struct fn_op *op, int stage, int complete)
   *copy = *a;
   copy->captured = is_captured(c, stream);
   if (!copy->captured) copy->seq = __atomic_fetch_add(&c->coll_seq, 1, __ATOMIC_ACQ_REL);
+  if (!copy->captured) { /* its place on the shared device stream */
+    struct ncclComm *root = c->share_root;
+    pthread_mutex_lock(&root->lk);
+    copy->ticket = root->tk_next++;
+    pthread_mutex_unlock(&root->lk);
+  }
   int captured = 0;
   ncclResult_t r = launch(c, stream, coll_hostfn, copy, &captured);
   if (r != ncclSuccess) free(copy);

@@ -103,6 +103,7 @@ static ncclResult_t init_rank(ncclComm_t *comm, int nranks, const ncclUniqueId *
   struct ncclComm *c;
   struct fn_op *op = new_member(name, nranks, rank, current_dev(), config_blocking(config), &c);
   if (!op) return ncclSystemError;
+  c->split_share = fn_split_share_of(config);
   *comm = c;
   return fn_submit(op);
 }
@@ -218,6 +219,18 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *new
       a->child->dev = comm->dev;
       a->child->blocking = config ? config_blocking(config) : comm->blocking;
       if (!a->child->blocking) a->child->async = ncclInProgress;
+      /* The split call itself is as blocking as its PARENT: ncclCommSplit runs the child's init as an async job
+       * of the parent (ncclAsyncLaunch(..., comm), which takes ncclGroupBlocking from that communicator's
+       * config: src/group.cc, src/init.cc at v2.28.9-1), so a blocking parent's split returns with the child
+       * initialised, whatever the child's config says; only a nonblocking split takes the init's time after
+       * it returns (FAKE_NCCL_INIT_DELAY_MS) */
+      if (comm->blocking) a->child->init_delay_ms = 0;
+      /* sharing comes from the parent (struct ncclComm, split_share) */
+      a->child->split_share = config ? fn_split_share_of(config) : comm->split_share;
+      if (comm->split_share) {
+        a->child->share_root = comm->share_root;
+        __atomic_add_fetch(&comm->share_root->nshare, 1, __ATOMIC_ACQ_REL);
+      }
     }
     *newcomm = a->child;
     r = fn_submit(fn_op_new(comm, 2, split_stage, split_finish, a));

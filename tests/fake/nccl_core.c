@@ -248,6 +248,8 @@ struct ncclComm *fn_comm_new(void)
   c->host = fn_host_hash(); /* in the creating thread (a getenv in NCCL's init thread would race with setenv) */
   c->async = ncclSuccess;
   c->init_delay_ms = fn_env_int("FAKE_NCCL_INIT_DELAY_MS", 400);
+  c->share_root = c;
+  c->tk_next = c->tk_done = 0;
   if (reused) return c; /* (its lock and condition made by take_freed) */
   pthread_mutex_init(&c->lk, NULL);
   pthread_cond_init(&c->cv, NULL);
@@ -256,6 +258,19 @@ struct ncclComm *fn_comm_new(void)
   HASH_ADD_PTR(all_comms, self, c);
   fn_unlock();
   return c;
+}
+
+/* config.splitShare where the caller's config holds it (NCCL copies min(config->size, its own) bytes:
+ * parseCommConfig, src/init.cc at v2.30.7-1, lines 2262-2263; unset is NCCL_CONFIG_UNDEF_INT), default 0
+ * (init.cc 2409-2432); NCCL_COMM_SPLIT_SHARE_RESOURCES, when set, overrides it (init.cc 2131-2137). Read in
+ * the creating thread. */
+int fn_split_share_of(const ncclConfig_t *config)
+{
+  const char *e = getenv("NCCL_COMM_SPLIT_SHARE_RESOURCES");
+  if (e && *e) return (int)strtol(e, NULL, 0) != 0;
+  size_t need = offsetof(ncclConfig_t, splitShare) + sizeof config->splitShare;
+  if (config && config->size >= need && config->splitShare != NCCL_CONFIG_UNDEF_INT) return config->splitShare != 0;
+  return 0;
 }
 
 int fn_comm_known(struct ncclComm *c)

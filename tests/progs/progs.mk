@@ -11,7 +11,7 @@ PROGS_HDR := $(wildcard $(PROGS_SRCDIR)/*.h)
 PROGS_COMMON := $(PROGS_SRCDIR)/common.c
 NGTEST_SRC := $(addprefix $(PROGS_SRCDIR)/,ngtest.c launch.c scenario.c common.c)
 PROGS_NAMES := ngtest libconsumer.so dlopen_local fork_after soak bench devcomm_then_bad preflight_cases faults two_nccl \
-  wrongdata twocomm manycomm explore failwalk repeat dlsym_handle libnextprobe.so memalloc \
+  wrongdata twocomm orders manycomm explore failwalk repeat dlsym_handle libnextprobe.so memalloc \
   libnotready.so libtracer.so cpubench
 PROGS_CFLAGS = $(ALL_CFLAGS) -I$(PROGS_SRCDIR) $(if $(NCCL_INCLUDE),-I$(NCCL_INCLUDE)) $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE))
 
@@ -63,6 +63,10 @@ $(1)/twocomm: $(PROGS_SRCDIR)/twocomm.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
 	@mkdir -p $$(@D)
 	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
 	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/twocomm.c $(PROGS_COMMON) $(2) -ldl -lpthread
+$(1)/orders: $(PROGS_SRCDIR)/orders.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
+	@mkdir -p $$(@D)
+	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
+	$$(CC) $$(PROGS_CFLAGS) -o $$@ $(PROGS_SRCDIR)/orders.c $(PROGS_COMMON) $(2) -ldl -lpthread
 $(1)/repeat: $(PROGS_SRCDIR)/repeat.c $(PROGS_COMMON) $(PROGS_HDR) $(3)
 	@mkdir -p $$(@D)
 	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
