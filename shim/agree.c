@@ -773,9 +773,9 @@ static void round_check(struct round* R) {
     int idx = q->count++;
     R->votes[i].status = q->status;
     R->votes[i].one_host = 1;
+    if (q->status != NG_AGREE_OK) continue; /* (a communicator without its channel has no vector) */
     for (int k = 0; k < 4; k++) R->votes[i].one_host &= q->res.host[4 + k] == -q->res.host[8 + k];
-    if (q->status == NG_AGREE_OK)
-      memcpy(R->votes[i].v, q->res.host + NG_HDR + (size_t)idx * NG_NVOTE, sizeof R->votes[i].v);
+    memcpy(R->votes[i].v, q->res.host + NG_HDR + (size_t)idx * NG_NVOTE, sizeof R->votes[i].v);
   }
 }
 

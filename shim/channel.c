@@ -71,7 +71,8 @@ void ng_job_free(struct ng_job* J) {
 struct open_job {
   struct ng_job job;
   int n;
-  struct { ncclComm_t parent; int rank; ncclComm_t chan; ncclResult_t r; } it[];
+  double split_us; /* how long the split calls took (a blocking parent's split returns with the child made) */
+  struct { ncclComm_t parent; uint64_t gen; int rank; ncclComm_t chan; ncclResult_t r, r0; } it[];
 };
 
 /* NCCL 2.27's ncclConfig_t (nccl_abi.h), filled for a channel: nonblocking, one CTA, no CGA cluster, no
@@ -101,6 +102,7 @@ static void open_run(struct ng_job* J) {
   struct ng_nccl_config_v22700 cfg;
   channel_config(&cfg);
   ncclResult_t g = ncclSuccess;
+  double t0 = ng_now_us();
   if (O->n > 1) NG_CALL(g, ncclGroupStart); /* one thread driving several ranks: their splits meet */
   for (int j = 0; j < O->n; j++) {
     O->it[j].chan = NULL;
@@ -119,17 +121,21 @@ static void open_run(struct ng_job* J) {
       if (e != ncclSuccess && e != ncclInProgress && (O->it[j].r == ncclSuccess || O->it[j].r == ncclInProgress))
         O->it[j].r = e;
   }
+  O->split_us = ng_now_us() - t0;
+  for (int j = 0; j < O->n; j++) O->it[j].r0 = O->it[j].r;
 }
 
 /* The split returned after its caller gave up: the channels it made are nobody's: aborted here. */
 static void open_orphan(struct ng_job* J) {
   struct open_job* O = (struct open_job*)J;
-  for (int j = 0; j < O->n; j++)
+  for (int j = 0; j < O->n; j++) {
     if (O->it[j].chan) {
       ncclResult_t r;
       NG_CALL(r, ncclCommAbort, O->it[j].chan);
       (void)r;
     }
+    ng_reg_comm_stuck(O->it[j].parent, O->it[j].gen, -1); /* the parent may be freed now */
+  }
 }
 
 /* Poll a channel until NCCL says its last operation (its creation, a round's enqueue) is done, or the
@@ -170,7 +176,7 @@ int ng_channel_open(struct ng_chanreq* c, int n, double deadline) {
   int k = 0, dev = -1;
   for (int j = 0; j < n; j++)
     if (!c[j].chan) {
-      O->it[k].parent = c[j].comm, O->it[k].rank = c[j].rank, k++;
+      O->it[k].parent = c[j].comm, O->it[k].gen = c[j].gen, O->it[k].rank = c[j].rank, k++;
       if (dev < 0) dev = c[j].dev;
     }
   O->n = k;
@@ -179,6 +185,10 @@ int ng_channel_open(struct ng_chanreq* c, int n, double deadline) {
   O->job.dev = dev;
   O->job.relaxed = 1;
   double t0 = ng_now_us();
+  /* The split is a call into NCCL on the parent that may wait for its peers: while it runs, the parent
+   * counts as stuck (its end of life leaves it to the end of the process rather than free it under the
+   * call); taken back when the split returns, by this thread or, once abandoned, by the split's own. */
+  for (int j = 0; j < k; j++) ng_reg_comm_stuck(O->it[j].parent, O->it[j].gen, +1);
   if (!ng_offload(&O->job, deadline + ng_late_grace_us())) {
     /* the split itself never returned (a blocking one waiting for a peer that never came): the thread
      * keeps the job and aborts what it made if it ever returns */
@@ -189,17 +199,22 @@ int ng_channel_open(struct ng_chanreq* c, int n, double deadline) {
                ng_late_grace_us() / 1e6);
     return -1;
   }
+  for (int j = 0; j < k; j++) ng_reg_comm_stuck(O->it[j].parent, O->it[j].gen, -1);
   int bad = 0;
   for (int j = 0, i = 0; j < n; j++) {
     if (c[j].chan) continue;
     ncclComm_t ch = O->it[i].chan;
     ncclResult_t r = O->it[i++].r;
-    if (ch && (r == ncclSuccess || r == ncclInProgress)) r = ng_channel_wait(ch, c[j].comm, c[j].gen, deadline);
+    /* (a nonblocking split's child takes its init's time after the call returned: NCCL's init, not a peer's
+     * lateness, so the grace of a launch on top of the round's deadline) */
+    if (ch && (r == ncclSuccess || r == ncclInProgress))
+      r = ng_channel_wait(ch, c[j].comm, c[j].gen, deadline + ng_late_grace_us());
     if (r == ncclSuccess && ch && ng_reg_chan_set(c[j].comm, c[j].gen, ch) == 0) {
       c[j].chan = ch;
       ng_log_msg(NG_LOG_INFO, c[j].dev, "channel", "communicator %p: agreement channel %p made (ncclCommSplit, "
-                 "nonblocking, one CTA, its own resources) in %.0f us%s", (void*)c[j].comm, (void*)ch,
-                 ng_now_us() - t0, ng_split_shares() ? "; NCCL_COMM_SPLIT_SHARE_RESOURCES is set, so NCCL shares the "
+                 "nonblocking, one CTA, its own resources; the split returned %s after %.0f us) in %.0f us%s",
+                 (void*)c[j].comm, (void*)ch, ng_result_name(O->it[i - 1].r0), O->split_us, ng_now_us() - t0,
+                 ng_split_shares() ? "; NCCL_COMM_SPLIT_SHARE_RESOURCES is set, so NCCL shares the "
                  "communicator's resources with it: a registration placed between collectives differently on two "
                  "ranks times out instead of running" : "");
       continue;

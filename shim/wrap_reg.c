@@ -272,21 +272,40 @@ NG_OPT_API ncclResult_t NG_OPT(ncclDevCommCreate)(ncclComm_t comm, struct ncclDe
   ng_reg_comm_get(comm, &cv);
   /* answered as a window registration on it is (ng_check_reg_args): no communicator, one destroyed or being
    * aborted (NCCL would use freed memory), one ncclguard stopped (revoked: its windows are not agreed) */
-  int why = !comm ? NG_R_NULL_COMM : ng_comm_gone(&cv) || cv.aborting ? NG_R_COMM_DESTROYED
-          : cv.broken && !cv.stuck ? NG_R_COMM_BROKEN : NG_R_OK;
+  int why = !comm ? NG_R_NULL_COMM : ng_comm_gone(&cv) || cv.aborting ? NG_R_COMM_DESTROYED : NG_R_OK;
   if (why != NG_R_OK) {
     ng_stat_add(NG_ST_ERRORS, 1);
     ng_log_call(NG_LOG_WARN, "ncclDevCommCreate", comm, ncclInvalidArgument, t0, NG_D_ERROR, why, ng_reason_advice(why));
     return ncclInvalidArgument;
   }
   if (cv.stuck > 0) return ng_refuse_stuck("ncclDevCommCreate", comm, t0, ncclInvalidUsage);
-  if (cv.ndegraded > 0) {
+  /* ncclDevCommCreate is collective in NCCL (an exchange and a barrier over the communicator): a rank that
+   * refused it alone would leave its peers waiting there. So the refusal is agreed, in a round on the
+   * communicator's channel: any rank's reason refuses it on every rank. A rank whose channel is broken
+   * refuses without a round; its peers' round times out on its stopped channel and refuses too. */
+  int local = cv.broken ? NG_R_COMM_BROKEN : cv.ndegraded > 0 ? NG_R_DEGRADED_WINDOWS : NG_R_OK, agreed = local;
+  if (!cv.broken && cv.nranks > 1 && ng_cfg.agree && ng_cuda_ok() && !cv.suspended) {
+    struct ng_vote v;
+    memset(&v, 0, sizeof v);
+    v.comm = comm, v.dev = cv.dev;
+    if (local != NG_R_OK) v.v[local] = 1;
+    ncclResult_t a = ng_agree(&v, 1, "device communicator");
+    agreed = a != ncclSuccess || v.status != NG_AGREE_OK ? NG_R_COMM_BROKEN
+             : v.v[NG_R_DEGRADED_WINDOWS] ? NG_R_DEGRADED_WINDOWS : v.v[NG_R_COMM_BROKEN] ? NG_R_COMM_BROKEN : NG_R_OK;
+  }
+  if (agreed != NG_R_OK) {
     /* Device code reads windows unchecked (docs/PYTORCH.md §3): a NULL window there is an illegal address. */
     ng_stat_add(NG_ST_ERRORS, 1);
-    char msg[600];
-    snprintf(msg, sizeof msg, "%d window(s) of this communicator are NULL (degraded, or NCCL gave no symmetric "
-             "window): %s", cv.ndegraded, ng_reason_advice(NG_R_DEGRADED_WINDOWS));
-    ng_log_call(NG_LOG_WARN, "ncclDevCommCreate", comm, ncclInvalidUsage, t0, NG_D_ERROR, NG_R_DEGRADED_WINDOWS, msg);
+    char msg[700];
+    if (agreed == NG_R_DEGRADED_WINDOWS && local == agreed)
+      snprintf(msg, sizeof msg, "%d window(s) of this communicator are NULL (degraded, or NCCL gave no symmetric "
+               "window): %s", cv.ndegraded, ng_reason_advice(NG_R_DEGRADED_WINDOWS));
+    else if (local != agreed)
+      snprintf(msg, sizeof msg, "refused on every rank (another rank: %s): %s", ng_reason_name(agreed),
+               ng_reason_advice(agreed));
+    else
+      snprintf(msg, sizeof msg, "%s", ng_reason_advice(agreed));
+    ng_log_call(NG_LOG_WARN, "ncclDevCommCreate", comm, ncclInvalidUsage, t0, NG_D_ERROR, agreed, msg);
     return ncclInvalidUsage;
   }
   NG_CALL(res, ncclDevCommCreate, comm, reqs, outDevComm);

@@ -40,12 +40,13 @@ check_mode() {
                 [ -n "$pc" ] && [ "$parent" = "$pc" ] || { created_ok=0; why="$why rank $r: parent=$parent, the parent's cid is $pc;"; } ;;
       *) [ -z "$parent" ] || { created_ok=0; why="$why rank $r: parent=$parent on a communicator without one;"; } ;;
     esac
-    # the registration on the new communicator: its first agreement round, then registered under the
-    # creation's cid, or under the agreed one after a line saying the ranks named it differently
+    # the registration on the new communicator: its agreement channel made (its first round), then
+    # registered under the creation's cid, or under the agreed one after a line saying the ranks named it
+    # differently
     rl=$(grep -E "\[$r\] NCCLGUARD INFO fn=ncclCommWindowRegister comm=$comm cid=[0-9a-f]+ rank=$r nranks=$size .*decision=register reason=ok" "$f" | head -1)
     rcid=$(field "$rl" cid)
     regcids="$regcids $rcid"
-    grep -q "fn=warmup msg=\"first agreement round on communicator $comm " "$f" && [ -n "$rl" ] \
+    grep -q "fn=channel msg=\"communicator $comm: agreement channel .* made " "$f" && [ -n "$rl" ] \
       && { [ "$rcid" = "$cid" ] || grep -q "fn=agree msg=\"communicator $comm: its ranks named it differently; cid $rcid from now on (was $cid here)" "$f"; } \
       || { reg_ok=0; why="$why rank $r: no agreed registration on $comm cid=$cid: $(grep -m2 'fn=ncclCommWindowRegister\|fn=agree' "$f" | tr '\n' ' ');"; }
   done

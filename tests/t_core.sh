@@ -6,7 +6,8 @@
 want="ncclCommAbort ncclCommDeregister ncclCommDestroy ncclCommFinalize ncclCommGrow ncclCommInitAll
 ncclCommInitRank ncclCommInitRankConfig ncclCommInitRankScalable ncclCommRegister ncclCommResume ncclCommRevoke
 ncclCommShrink ncclCommSplit ncclCommSuspend ncclCommWindowDeregister ncclCommWindowRegister ncclDevCommCreate
-ncclDevCommDestroy ncclGroupEnd ncclGroupSimulateEnd ncclGroupStart ncclMemAlloc ncclguard_handle_sym"
+ncclDevCommDestroy ncclGroupEnd ncclGroupSimulateEnd ncclGroupStart ncclMemAlloc ncclguard_handle_sym
+pncclGroupStart pncclGroupEnd"
 # and dlsym/dlvsym, on x86_64 (shim/dlsym.c: lookups on a libnccl's handle; tests/t_dlsym.sh)
 [ "$(uname -m)" = x86_64 ] && want="$want dlsym dlvsym"
 got=$(nm -D --defined-only "$SHIM" | awk '$2 ~ /^[TWi]$/ {print $3}' | grep -v '^_' | sort | tr '\n' ' ')

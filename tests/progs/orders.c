@@ -40,6 +40,8 @@ struct shared {
   volatile int ready;
   ncclUniqueId a, b;
   volatile int wrong;
+  volatile int done[8];
+  char line[8][512];
 };
 static struct shared* sh;
 static const char* mode;
@@ -172,6 +174,9 @@ static int run(int rank) {
   if (two) n += snprintf(line + n, sizeof line - n, " ar2=%s", ng_app_allreduce(b, d, COUNT, rank, nranks, wait_s * 1000));
   ng_say("%s", line);
   if (strstr(line, "wrong")) sh->wrong = 1;
+  snprintf(sh->line[rank], sizeof sh->line[rank], "%s", line);
+  __sync_synchronize();
+  sh->done[rank] = 1;
   fflush(stdout);
   _exit(0); /* (no teardown: a rank whose peer hangs would wait in it) */
 }
@@ -211,5 +216,18 @@ int main(int argc, char** argv) {
       usleep(5000);
     }
   }
-  return sh->wrong ? 1 : late ? 124 : 0;
+  /* one verdict line (tests/gpu/run reads it): ok when every rank registered (or none did, alike), every
+   * collective was right and no rank stopped early */
+  int bad = -1;
+  for (int r = 0; r < nranks && bad < 0; r++)
+    if (!sh->done[r] || strstr(sh->line[r], "=hang") || strstr(sh->line[r], "=error") || strstr(sh->line[r], "=wrong") ||
+        strstr(sh->line[r], "init=failed") || (strstr(sh->line[r], " reg=") && !strstr(sh->line[r], " reg=ncclSuccess")))
+      bad = r;
+  for (int r = 1; r < nranks && bad < 0; r++) /* the windows alike on every rank */
+    if ((strstr(sh->line[r], " win=set") != NULL) != (strstr(sh->line[0], " win=set") != NULL) ||
+        (strstr(sh->line[r], " win2=set") != NULL) != (strstr(sh->line[0], " win2=set") != NULL))
+      bad = r;
+  if (bad < 0) ng_say("RESULT ok reg=ncclSuccess");
+  else ng_say("RESULT fail rank %d: %s", bad, sh->done[bad] ? sh->line[bad] + 7 : "did not finish");
+  return sh->wrong ? 1 : late ? 124 : bad >= 0 ? 3 : 0;
 }
