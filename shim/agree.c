@@ -460,6 +460,14 @@ static void launch_run(struct ng_job* J) {
   L->r = r, L->e = e;
 }
 
+static void launch_abandon(struct ng_job* J) {
+  struct launch_job* L = (struct launch_job*)J;
+  for (int j = 0; j < L->n; j++) {
+    int lib;
+    (void)ng_reg_chan_take(L->it[j].comm, L->it[j].gen, &lib);
+  }
+}
+
 static void launch_orphan(struct ng_job* J) {
   struct launch_job* L = (struct launch_job*)J;
   for (int j = 0; j < L->n; j++) {
@@ -509,17 +517,17 @@ static int launch(struct grp* g, int ng, double deadline, ncclResult_t* r, ncclR
   }
   L->job.run = launch_run;
   L->job.orphan = launch_orphan;
+  L->job.abandon = launch_abandon;
   L->job.relaxed = 1; /* our stream is not captured: never break the application's capture */
   if (ng_offload(&L->job, deadline + launch_grace_us())) {
     *r = L->r, *e = L->e;
     ng_job_free(&L->job);
     return 0;
   }
-  /* abandoned: the job owns the resources and the channels now */
+  /* abandoned: the job owns the resources and the channels now (launch_abandon took the channels from their
+   * communicators, so that nothing else ends them) */
   for (int j = 0, i = 0; j < ng; j++) {
     if (!g[j].queued) continue;
-    int lib;
-    (void)ng_reg_chan_take(g[j].comm, g[j].gen, &lib);
     g[j].held = 0;
     ng_log_msg(NG_LOG_WARN, g[j].dev, "agree", "%s: the agreement all-reduce on the channel of communicator %p did "
                "not return %.0f s after NCCLGUARD_TIMEOUT=%gs: ncclguard stops waiting; that call stays in a thread of "
@@ -920,6 +928,11 @@ static void warm_orphan(struct ng_job* J) {
   }
 }
 
+static void warm_abandon(struct ng_job* J) {
+  struct warm_job* W = (struct warm_job*)J;
+  for (int j = 0; j < W->n; j++) ng_reg_comm_stuck(W->it[j].comm, W->it[j].gen, +1);
+}
+
 void ng_warmup(const ncclComm_t* comms, int n, const char* what) {
   if (n <= 0 || ng_cfg.warmup == NG_WARMUP_NEVER || !ng_cuda_ok()) return;
   struct warm_job* W = ng_calloc("agree.warmup", 1, sizeof *W + (size_t)n * sizeof W->it[0]);
@@ -932,11 +945,19 @@ void ng_warmup(const ncclComm_t* comms, int n, const char* what) {
   int k = 0;
   for (int j = 0; j < n; j++) {
     struct ng_commview cv;
-    if (!comms[j] || !ng_reg_comm_get(comms[j], &cv) || !cv.known || cv.dev < 0) continue;
+    /* (a communicator of one rank has no peer to connect to: nothing to warm up) */
+    if (!comms[j] || !ng_reg_comm_get(comms[j], &cv) || !cv.known || cv.dev < 0 || cv.nranks == 1) continue;
     struct grp g = {.comm = comms[j], .dev = cv.dev, .len = 1};
     int a = ng_reg_res_acquire(comms[j], &g.res, &g.gen);
     if (a < 0) continue;
-    if (ensure(&g)) {
+    ng_ctx saved;
+    int bad = ensure(&g);
+    if (!bad) { /* the one element reduced: defined (0), copied behind nothing else on its stream */
+      g.res.host[0] = 0;
+      bad = ng_cuda_push(cv.dev, &saved) || ng_cuda_h2d(g.res.buf, g.res.host, sizeof(int32_t), g.res.s);
+      ng_cuda_pop(saved);
+    }
+    if (bad) {
       ng_reg_res_release(comms[j], g.gen, g.dev, &g.res);
       continue;
     }
@@ -953,7 +974,7 @@ void ng_warmup(const ncclComm_t* comms, int n, const char* what) {
   W->job.run = warm_run;
   W->job.orphan = warm_orphan;
   W->job.relaxed = 1;
-  for (int j = 0; j < k; j++) ng_reg_comm_stuck(W->it[j].comm, W->it[j].gen, +1); /* the job's until it returns */
+  W->job.abandon = warm_abandon; /* the communicator counts as stuck once the launch is abandoned */
   int done = ng_offload(&W->job, deadline + launch_grace_us());
   int fired = 0;
   for (int j = 0; j < k; j++) fired |= ng_watch_disarm(&wds[j]);
@@ -968,7 +989,6 @@ void ng_warmup(const ncclComm_t* comms, int n, const char* what) {
   }
   ncclResult_t res = W->r != ncclSuccess ? W->r : W->e;
   for (int j = 0; j < k; j++) {
-    ng_reg_comm_stuck(W->it[j].comm, W->it[j].gen, -1);
     ng_reg_comm_mark(W->it[j].comm, 1, 0, 0);
     ng_reg_res_release(W->it[j].comm, W->it[j].gen, W->it[j].dev, &W->it[j].res);
     ng_log_msg(res == ncclSuccess || res == ncclInProgress ? NG_LOG_INFO : NG_LOG_WARN, W->it[j].dev, "warmup",

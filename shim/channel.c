@@ -56,6 +56,7 @@ int ng_offload(struct ng_job* J, double until_us) {
   }
   pthread_mutex_lock(&J->mu);
   int done = ng_wait_done(&J->mu, &J->cv, &J->done, until_us);
+  if (!done && J->abandon) J->abandon(J);
   if (!done) J->abandoned = 1;
   pthread_mutex_unlock(&J->mu);
   return done;
@@ -138,6 +139,11 @@ static void open_orphan(struct ng_job* J) {
   }
 }
 
+static void open_abandon(struct ng_job* J) {
+  struct open_job* O = (struct open_job*)J;
+  for (int j = 0; j < O->n; j++) ng_reg_comm_stuck(O->it[j].parent, O->it[j].gen, +1);
+}
+
 /* Poll a channel until NCCL says its last operation (its creation, a round's enqueue) is done, or the
  * deadline, or its parent goes. ncclSuccess, NCCL's error, or ncclSystemError at the deadline. */
 ncclResult_t ng_channel_wait(ncclComm_t chan, ncclComm_t parent, uint64_t gen, double deadline) {
@@ -185,10 +191,11 @@ int ng_channel_open(struct ng_chanreq* c, int n, double deadline) {
   O->job.dev = dev;
   O->job.relaxed = 1;
   double t0 = ng_now_us();
-  /* The split is a call into NCCL on the parent that may wait for its peers: while it runs, the parent
-   * counts as stuck (its end of life leaves it to the end of the process rather than free it under the
-   * call); taken back when the split returns, by this thread or, once abandoned, by the split's own. */
-  for (int j = 0; j < k; j++) ng_reg_comm_stuck(O->it[j].parent, O->it[j].gen, +1);
+  /* The split is a call into NCCL on the parent that may wait for its peers. While it runs, an abort of the
+   * parent from another thread reaches NCCL, which ends the split's wait (its childAbortFlag, src/init.cc at
+   * v2.30.7-1), as it ends a registration's. Once the split is abandoned, the parent counts as stuck (its end
+   * of life leaves it to the end of the process rather than free it under the call) until the split returns. */
+  O->job.abandon = open_abandon;
   if (!ng_offload(&O->job, deadline + ng_late_grace_us())) {
     /* the split itself never returned (a blocking one waiting for a peer that never came): the thread
      * keeps the job and aborts what it made if it ever returns */
@@ -199,7 +206,6 @@ int ng_channel_open(struct ng_chanreq* c, int n, double deadline) {
                ng_late_grace_us() / 1e6);
     return -1;
   }
-  for (int j = 0; j < k; j++) ng_reg_comm_stuck(O->it[j].parent, O->it[j].gen, -1);
   int bad = 0;
   for (int j = 0, i = 0; j < n; j++) {
     if (c[j].chan) continue;
@@ -289,6 +295,6 @@ void ng_channel_end(ncclComm_t comm, uint64_t gen, int dev, int broken) {
 /* NCCL_COMM_SPLIT_SHARE_RESOURCES overrides every config's splitShare (src/init.cc at v2.30.7-1, lines
  * 2131-2137): set to anything but 0, the channel shares its parent's resources. */
 int ng_split_shares(void) {
-  const char* v = getenv("NCCL_COMM_SPLIT_SHARE_RESOURCES");
+  const char* v = secure_getenv("NCCL_COMM_SPLIT_SHARE_RESOURCES");
   return v && *v && strtol(v, NULL, 0) != 0;
 }

@@ -547,6 +547,9 @@ int ng_watch_disarm(struct watch* w);
 struct ng_job {
   void (*run)(struct ng_job*);
   void (*orphan)(struct ng_job*); /* may be NULL */
+  /* may be NULL: called by ng_offload when the caller gives up, before the thread can see it (so that what it
+   * marks, orphan can undo) */
+  void (*abandon)(struct ng_job*);
   int dev, relaxed, lib;
   pthread_mutex_t mu;
   pthread_cond_t cv;

@@ -27,16 +27,16 @@ for m in proc thread group; do
 done
 g normal4 -m thread -n 4 --expect-win nonnull
 [ $rc = 0 ] && [ "$(nok)" = 4 ] && pass normal-path-4-ranks || fail normal-path-4-ranks "$(why normal4)"
-# one rank: the first round runs (the warm-up), later ones are not run (nothing to agree on); two
+# one rank: no round runs (nothing to agree on) and no channel is made; two
 # ranks run a round for every registration
 NCCLGUARD_LOG=trace g solo1 -n 1 -m thread --twice --expect-win nonnull
 rc1=$rc
 NCCLGUARD_LOG=trace g solo2 -n 2 -m thread --twice --expect-win nonnull
-[ $rc1 = 0 ] && [ $rc = 0 ] && [ "$(logs solo1 | grep -c 'registration round: set-up')" = 1 ] \
-  && [ "$(logs solo1 | grep -c 'registration round: not run (one rank')" = 1 ] \
+[ $rc1 = 0 ] && [ $rc = 0 ] && [ "$(logs solo1 | grep -c 'registration round: set-up')" = 0 ] \
+  && [ "$(logs solo1 | grep -c 'registration round: not run (one rank')" = 2 ] && ! lhas solo1 'fn=channel' \
   && [ "$(logs solo1 | grep -c 'decision=register reason=ok')" = 2 ] \
   && [ "$(logs solo2 | grep -c 'registration round: set-up')" = 4 ] && ! lhas solo2 'not run' \
-  && pass one-rank-no-round-after-warmup || fail one-rank-no-round-after-warmup "$(why solo1) $(logs solo1 | grep -c round)"
+  && pass one-rank-no-round || fail one-rank-no-round "$(why solo1) $(logs solo1 | grep -c round)"
 
 # --- NULL communicator (PyTorch's lazy init, docs/PYTORCH.md §1) ----------------------------------
 b nullc-bare -n 1 -m thread --null-comm
@@ -359,19 +359,25 @@ sz=$(stat -c %s "$T/cap.log" 2>/dev/null || echo 0)
 [ $rc = 0 ] && [ "$sz" -le $((1024 * 1024 + 8192)) ] && has "$T/cap.log" 'reached NCCLGUARD_LOG_MAX_MB=1' \
   && has "$T/cap.log" 'fn=summary .*log_dropped=[1-9]' && pass log-size-bound || fail log-size-bound "rc=$rc size=$sz $(tail -2 "$T/cap.log")"
 
-# --- warm-up modes: folded into the first agreement (auto), separate (always), none (never) ---------
-g wu-auto -m thread --no-allreduce
-lhas wu-auto 'fn=warmup msg="first agreement round' && ! lhas wu-auto 'warm-up all-reduce' && pass warmup-auto-folded \
-  || fail warmup-auto-folded "$(why wu-auto)"
-NCCLGUARD_WARMUP=always g wu-always -m thread --no-allreduce
-[ $rc = 0 ] && [ "$(logs wu-always | grep -c 'warm-up all-reduce on communicator')" = 2 ] && pass warmup-always \
-  || fail warmup-always "$(why wu-always)"
+# --- warm-up modes: one all-reduce when a blocking communicator becomes ready, before the application can
+# have issued anything on it (auto, always: the same; also without the agreement), none (never) -------------
+for wm in auto always; do
+  NCCLGUARD_WARMUP=$wm g wu-$wm -m thread --no-allreduce
+  # one per rank, each before that rank's first registration (its log in order: creation, warm-up, registration)
+  first=$(logs wu-$wm | grep -m1 -oE 'fn=(warmup|ncclCommWindowRegister)')
+  [ $rc = 0 ] && [ "$(logs wu-$wm | grep -c 'fn=warmup msg="warm-up all-reduce on communicator .* (ncclCommInitRank): ncclSuccess, enqueued')" = 2 ] \
+    && [ "$first" = fn=warmup ] && pass warmup-$wm-at-creation || fail warmup-$wm-at-creation "$(why wu-$wm)"
+done
 NCCLGUARD_AGREE=0 g wu-noagree -m thread --no-allreduce
 [ $rc = 0 ] && [ "$(logs wu-noagree | grep -c 'warm-up all-reduce on communicator')" = 2 ] && pass warmup-auto-without-agreement \
   || fail warmup-auto-without-agreement "$(why wu-noagree)"
 NCCLGUARD_AGREE=0 NCCLGUARD_WARMUP=never g wu-never -m thread --no-allreduce
 [ $rc = 0 ] && ! lhas wu-never 'fn=warmup' && lhas wu-never 'decision=register' && pass warmup-never \
   || fail warmup-never "$(why wu-never)"
+# communicators created inside a group (ncclCommInitAll, and -m group's group of inits) are warmed up at its end
+g wu-group -m group --no-allreduce
+[ $rc = 0 ] && [ "$(logs wu-group | grep -c 'fn=warmup msg="warm-up all-reduce on communicator')" -ge 2 ] \
+  && pass warmup-group-created-at-group-end || fail warmup-group-created-at-group-end "$(why wu-group)"
 
 # --- end to end: the launcher's per-rank logs, read back by the report ------------------------------
 rm -rf "$T/job"
@@ -431,8 +437,10 @@ FAKE_NCCL_VERSION=22703 g group27-asym -m group --reg-in-group --alloc cuda0 --e
 # memory, so it fails locally and never joins): the agreement gives up after NCCLGUARD_TIMEOUT
 # with a clear error instead of hanging forever (NCCL alone: hang, asym-hangs-without above)
 NCCLGUARD_TIMEOUT=3 NGTEST_ENV_RANK1=NCCLGUARD_DISABLE=1 g peer-missing --alloc cuda --expect-reg any --no-allreduce --timeout 25
-lhas peer-missing 'did not complete within NCCLGUARD_TIMEOUT=3s' && lhas peer-missing 'decision=error reason=timeout' \
-  && lhas peer-missing 'ncclCommAbort' && [ $rc != 124 ] && ! crashed $rc && pass peer-missing-times-out || fail peer-missing-times-out "$(why peer-missing)"
+# (the peer without ncclguard does not run the warm-up at creation: the warm-up's connection setup waits for it
+# until the watchdog revokes the communicator, and its registration is refused)
+lhas peer-missing 'the warm-up all-reduce has not returned after 3.[0-9] s' && lhas peer-missing 'decision=error reason=comm_broken' \
+  && lhas peer-missing 'ncclCommDestroy|ncclCommAbort' && [ $rc != 124 ] && ! crashed $rc && pass peer-missing-times-out || fail peer-missing-times-out "$(why peer-missing)"
 
 # --- buffers only the preflight can judge, on each modelled NCCL version (one rank): where NCCL alone
 # registers, ncclguard registers too; where NCCL alone refuses (or 2.27 gives a NULL window),

@@ -119,53 +119,97 @@ FAKE_NCCL_VERSION=22903 FAKE_NCCL_NO_SYMMETRIC=1 NCCLGUARD_NULL_WINDOW=error NCC
 [ $rc = 0 ] && [ "$(tn 'devcomm=ncclSuccess reg2=ncclInvalidUsage win2=null devcomm2=ncclSuccess ar=ok')" = 2 ] \
   && pass null-window-count-nccl-null-window-error || fail null-window-count-nccl-null-window-error "$(twhy dcn)"
 
-# 4d. an application group that fails on one rank only (twocomm appcoll: P0's all-reduce in it has an invalid
-# operation, NCCL drops P0's group, P1's all-reduce X waits for a partner), then both register on A: P0's
-# vote would pair with P1's X (X completing with the vote in it: wrong data, no error; at 161d693). P0 refuses
-# its next registration without a round (reason=group_failed) and gives A up (revoked): P1's registration ends
-# with an error within the bound, its X is stopped, nothing completes with wrong data. Without revoke (2.27) the
-# application's own all-reduce after the failed group pairs with X as it would without ncclguard (NCCL alone:
-# the same), and no round of ncclguard's pairs with it. appgroup: the registration inside the failed group
-for v in 22809 23007 22703; do
-  FAKE_NCCL_VERSION=$v NCCLGUARD_TIMEOUT=2 tw ac$v appcoll --wait 4
-  ok=1
-  [ $rc = 0 ] && ! echo "$out" | grep -q '=wrong' && [ "$(tn 'RESULT proc=[01] comm=A')" = 2 ] \
-    && [ "$(logs ac$v | grep -c 'fn=ncclCommWindowRegister .*decision=error reason=group_failed')" = 1 ] || ok=0
-  if [ $v != 22703 ]; then
-    [ "$(tn 'proc=0 comm=A warm=ok group=ncclInvalidArgument reg=ncclInvalidUsage win=null ar=error')" = 1 ] \
-      && [ "$(tn 'proc=1 comm=A warm=ok group=ncclSuccess reg=ncclSystemError win=null ar=error x=unchanged')" = 1 ] || ok=0
-  fi
-  [ $ok = 1 ] && pass "failed-app-group-then-registration-no-round-nccl-$v" \
-    || fail "failed-app-group-then-registration-no-round-nccl-$v" "$(twhy ac$v)"
+# 4d. an application group that fails on one rank only (twocomm appcoll: P0's all-reduce X in it has an invalid
+# operation, NCCL drops P0's group, P1's X waits for a partner), then both register: ncclguard's rounds run on
+# the communicator's channel, so they never pair with P1's X (at c54cc12 they ran on the communicator itself:
+# a round after the failed group was refused and the communicator given up). What follows is NCCL alone's, line
+# for line: both register, and the application's own next all-reduce on P0 pairs with P1's X as it does
+# without ncclguard (apptwice: {X on C} fails, then registrations on A and C). Where the failed group held a
+# registration (appgroup, appmixed), NCCL alone leaves P1 waiting for P0 in that registration's exchange
+# for ever; with ncclguard the failure travels in the vote and both refuse it (reason=group_failed), the
+# communicator intact, the rest as NCCL alone
+for m in appcoll apptwice; do
+  for v in 22809 23007 22703; do
+    exp=$(FAKE_NCCL_VERSION=$v bare_run "$PROGS/twocomm" $m --wait 4 2>/dev/null | grep 'RESULT proc=[01]' | sort)
+    FAKE_NCCL_VERSION=$v NCCLGUARD_TIMEOUT=2 tw $m$v $m --wait 4
+    got=$(echo "$out" | grep 'RESULT proc=[01]' | sort)
+    [ $rc = 0 ] && [ -n "$exp" ] && [ "$got" = "$exp" ] && ! echo "$out" | grep -q '=wrong' \
+      && ! logs $m$v | grep -q 'reason=group_failed' \
+      && pass "failed-app-group-$m-as-nccl-alone-nccl-$v" || fail "failed-app-group-$m-as-nccl-alone-nccl-$v" "alone: $exp | $(twhy $m$v)"
+  done
 done
-for v in 22809 23007; do
-  FAKE_NCCL_VERSION=$v NCCLGUARD_TIMEOUT=2 tw ag$v appgroup --wait 4
-  [ $rc = 0 ] && ! echo "$out" | grep -q '=wrong' \
-    && [ "$(tn 'proc=0 comm=A warm=ok group=ncclInvalidArgument reg=ncclInvalidArgument win=null ar=error')" = 1 ] \
-    && [ "$(tn 'proc=1 comm=A warm=ok group=ncclSystemError reg=ncclSystemError win=null ar=error x=unchanged')" = 1 ] \
-    && pass "failed-app-group-with-registration-stopped-nccl-$v" || fail "failed-app-group-with-registration-stopped-nccl-$v" "$(twhy ag$v)"
+for m in appgroup appmixed; do
+  for v in 22809 23007 22703; do
+    FAKE_NCCL_VERSION=$v NCCLGUARD_TIMEOUT=2 tw $m$v $m --wait 4
+    [ $rc = 0 ] && ! echo "$out" | grep -q '=wrong' && [ "$(tn 'RESULT proc=[01] ')" = 2 ] \
+      && [ "$(tn 'proc=1 .*group=ncclInvalidUsage reg[A]*=ncclInvalidUsage ')" = 1 ] \
+      && [ "$(logs $m$v | grep -c 'fn=ncclCommWindowRegister .*decision=error reason=\(peer_\)*group_failed')" = 2 ] \
+      && pass "failed-app-group-$m-refused-on-every-rank-nccl-$v" || fail "failed-app-group-$m-refused-on-every-rank-nccl-$v" "$(twhy $m$v)"
+  done
 done
-# ... and on a communicator C that the failed group's collective X used but no registration of it did: the
-# group {X on C, invalid on P0; registration on A} (appmixed), or {X on C} alone followed by a registration
-# on A (apptwice): P0's later registration on C is refused without a round (reason=group_failed) and C given
-# up, whatever came between; P1's ends with an error, its X never completes with wrong data (at 8f4b3cc P0
-# ran its round on C, which paired with P1's X: x=wrong)
-# a stray ncclGroupEnd (no group open: NCCL refuses it and drops nothing) is no failed group: the registration
-# after it runs as usual (at eb3cf18 it marked every communicator: the registration refused, A given up)
+# a stray ncclGroupEnd (no group open: NCCL refuses it and drops nothing): the registration after it runs as usual
 FAKE_NCCL_VERSION=22809 NCCLGUARD_TIMEOUT=2 tw stray strayend --wait 4
 [ $rc = 0 ] && [ "$(tn 'RESULT proc=[01] comm=A warm=ok stray=ncclInvalidUsage reg=ncclSuccess win=set ar=ok')" = 2 ] \
   && pass stray-group-end-marks-nothing || fail stray-group-end-marks-nothing "$(twhy stray)"
-for mc in appmixed:1 apptwice:2; do
-  m=${mc%:*} c=${mc#*:} # c: P0's registrations refused for the earlier group (C; A too in apptwice)
-  for v in 22809 23007 22703; do
-    FAKE_NCCL_VERSION=$v NCCLGUARD_TIMEOUT=2 tw $m$v $m --wait 4
-    [ $rc = 0 ] && ! echo "$out" | grep -q '=wrong' \
-      && [ "$(tn 'RESULT proc=0 .* regC=ncclInvalidUsage winC=null x=dropped')" = 1 ] \
-      && [ "$(tn 'RESULT proc=1 .* regC=ncclSystemError winC=null x=\(unchanged\|pending\)')" = 1 ] \
-      && [ "$(logs $m$v | grep -c 'fn=ncclCommWindowRegister .*rank=0 nranks=2 .*decision=error reason=group_failed .*an earlier application group')" = "$c" ] \
-      && pass "failed-app-group-$m-other-communicator-stopped-nccl-$v" || fail "failed-app-group-$m-other-communicator-stopped-nccl-$v" "$(twhy $m$v)"
+
+# 4e. the ranks place or group the same registrations differently among their collectives (tests/progs/orders.c),
+# as NCCL allows (a registration is a host-side exchange; collectives are the device sequence): the same
+# outcome as NCCL alone on every rank, and the fake's checker records nothing. At c54cc12: reg-ar, wrong data
+# in X on rank 0 and a vote paired with an application all-reduce; group and group-two, errors (out of step, a
+# timeout) where NCCL alone registers; pgroup (pncclGroupStart), a real window counted as NULL and the device
+# communicator refused; zero (a size-0 registration on 2.28), the device communicator refused; reuse-pair,
+# R1 refused while R2 registered (its layout differs between the ranks before 2.30.7)
+od() { # NAME VERSION ARGS...: orders alone and with ncclguard; sets $exp, $got, $rc (with)
+  n=$1 v=$2; shift 2
+  exp=$(FAKE_NCCL_VERSION=$v bare_run "$PROGS/orders" --wait 4 --timeout 30 "$@" 2>/dev/null | grep '^RESULT rank=' | sort)
+  out=$(FAKE_NCCL_VERSION=$v NCCLGUARD_TIMEOUT=5 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/$n.%p.log" \
+        fake_run "$PROGS/orders" --wait 4 --timeout 30 "$@" 2>"$T/$n.err"); rc=$?
+  got=$(echo "$out" | grep '^RESULT rank=' | sort)
+}
+for v in 22809 23007 22703; do
+  for m in reg-ar group group-two; do
+    for nr in 2 3; do
+      od ord-$m-$v-$nr $v -n $nr $m
+      [ $rc = 0 ] && [ -n "$exp" ] && [ "$got" = "$exp" ] && echo "$out" | grep -q '^RESULT ok' \
+        && pass "orders-$m-$nr-ranks-as-nccl-alone-nccl-$v" || fail "orders-$m-$nr-ranks-as-nccl-alone-nccl-$v" "rc=$rc alone: $exp | with: $got"
+    done
   done
 done
+for v in 22809 23007; do
+  od ord-pgroup-$v $v pgroup
+  [ $rc = 0 ] && [ -n "$exp" ] && [ "$got" = "$exp" ] && [ "$(echo "$got" | grep -c 'devcomm=ncclSuccess reg=ncclSuccess win=set')" = 2 ] \
+    && pass "orders-pncclgroup-seen-nccl-$v" || fail "orders-pncclgroup-seen-nccl-$v" "rc=$rc alone: $exp | with: $got"
+done
+od ord-zero 22809 zero
+[ $rc = 0 ] && [ -n "$exp" ] && [ "$got" = "$exp" ] && [ "$(echo "$got" | grep -c 'devcomm=ncclSuccess')" = 2 ] \
+  && pass orders-size-zero-no-null-window-counted || fail orders-size-zero-no-null-window-counted "rc=$rc alone: $exp | with: $got"
+# before 2.30.7 both R1 and R2 are refused on every rank (degraded: their layout differs); from 2.30.7 NCCL
+# places each by the largest size: registered as NCCL alone
+od ord-reuse-22809 22809 reuse-pair
+[ $rc = 0 ] && [ "$(echo "$got" | grep -c 'reg=ncclSuccess win=null reg2=ncclSuccess win2=null ar=ok')" = 2 ] \
+  && [ "$(logs ord-reuse-22809 | grep -c 'decision=degrade reason=\(peer_\)*layout_mismatch')" = 4 ] \
+  && pass orders-reuse-pair-both-refused-nccl-22809 || fail orders-reuse-pair-both-refused-nccl-22809 "rc=$rc with: $got"
+od ord-reuse-23007 23007 reuse-pair
+[ $rc = 0 ] && [ -n "$exp" ] && [ "$got" = "$exp" ] && pass orders-reuse-pair-as-nccl-alone-nccl-23007 \
+  || fail orders-reuse-pair-as-nccl-alone-nccl-23007 "rc=$rc alone: $exp | with: $got"
+# NCCL_COMM_SPLIT_SHARE_RESOURCES=1 makes NCCL share the communicator's stream with the channel (the variable
+# overrides any config): the round waits behind the application's X, which waits for the peer's X, which
+# comes after the peer's registration: every rank ends refused within the bound, X and the next all-reduce right
+out=$(NCCL_COMM_SPLIT_SHARE_RESOURCES=1 NCCLGUARD_TIMEOUT=2 NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/ord-share.%p.log" \
+      fake_run "$PROGS/orders" --wait 8 --timeout 30 reg-ar 2>"$T/ord-share.err"); rc=$?
+[ "$(echo "$out" | grep -c 'x=ok reg=ncclSystemError win=null ar=ok')" = 2 ] && ! echo "$out" | grep -q '=wrong' \
+  && logs ord-share | grep -q 'NCCL_COMM_SPLIT_SHARE_RESOURCES is set' \
+  && pass orders-shared-resources-bounded-error || fail orders-shared-resources-bounded-error "rc=$rc $(echo "$out" | grep RESULT | tr '\n' ' ')"
+# the differential explorer: every small program of 2 and 3 ranks (registrations, deregistrations, all-reduces,
+# groups; one and two communicators) in every per-rank order NCCL alone completes, alone and with ncclguard
+# (tests/progs/orders_explore.py): the same outcome of every operation on every rank, no collective mismatch.
+# The sanitizer variants run every 8th program. At c54cc12: 506 of 592 programs differed
+lim=0; [ "${NG_VARIANT:-plain}" = plain ] || lim=80
+out=$(python3 "$NG_ROOT/tests/progs/orders_explore.py" --orders "$PROGS/orders" --shim "$SHIM" --fake "$FAKE" --jobs 4 \
+      --limit $lim 2>&1); rc=$?
+r=$(echo "$out" | grep 'orders-explore: RESULT' | sed 's/.*RESULT //')
+[ $rc = 0 ] && echo "$r" | grep -q 'violations=0' && pass "orders-explorer ($r)" \
+  || fail orders-explorer "rc=$rc $r $(echo "$out" | grep VIOLATION | head -2 | cut -c1-400)"
 
 # 5. agreement resources of destroyed communicators past the pool are freed (issue 19, case 6): 300
 # one-rank communicators alive per cycle, each with its own stream (a thread in the fakes)

@@ -311,7 +311,7 @@ static void coll_hostfn(void *p)
   int shared = !a->captured && __atomic_load_n(&a->c->share_root->nshare, __ATOMIC_ACQUIRE) > 0;
   if (shared) stream_turn(a);
   run_coll(a);
-  if (!a->captured && a->c->share_root->tk_next > 0) stream_next(a);
+  if (!a->captured) stream_next(a);
   if (!a->captured) { coll_done(a->c); free(a); }
 }
 

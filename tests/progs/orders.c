@@ -20,6 +20,14 @@
  *                      size; then every rank registers R1 and R2, both inside X, in one group. Before 2.30.7 NCCL
  *                      reuses the place of an allocation it placed (on rank 0) and places X anew elsewhere: both
  *                      must be refused on every rank alike (one by one they are); "reg"/"reg2" are R1/R2
+ *   orders spec "P0|P1|..."  one small program per rank (the differential explorer, tests/t_safety.sh): each a
+ *                      list of operations separated by spaces, run in order:
+ *                        A<c>  enqueue the application's all-reduce on communicator c (0 or 1), not waited for
+ *                        R<c>  register a new 2 MiB ncclMemAlloc window on c (NCCL_WIN_COLL_SYMMETRIC)
+ *                        D<c>  deregister the oldest live window of c
+ *                        [ ]   ncclGroupStart / ncclGroupEnd around the operations between them
+ *                      then every all-reduce is waited for. The line lists, in order, every registration's
+ *                      result and window and every all-reduce's state: "ops=R0:ncclSuccess:set,A0:ok,..."
  * Options: -n RANKS (default 2), --wait SEC (each all-reduce, default 10), --timeout SEC (whole run, 90).
  * Exit: 1 if a rank saw wrong data, 124 if a rank did not end in time, 0 otherwise. */
 #define _GNU_SOURCE
@@ -45,6 +53,7 @@ struct shared {
 };
 static struct shared* sh;
 static const char* mode;
+static char* spec; /* spec mode: the ranks' programs, '|' between them */
 static int nranks = 2, wait_s = 10, timeout_s = 90;
 
 static const char* winword(ncclWindow_t w) { return w == NULL ? "null" : "set"; }
@@ -89,6 +98,54 @@ static const char* devcomm(ncclComm_t c) {
   return create ? ng_rc_name(create(c, reqs, out)) : "absent";
 }
 
+/* spec mode: this rank's program (the rank-th '|'-separated part), its outcomes appended to line */
+#define SPEC_MAX 16
+static void run_spec(int rank, ncclComm_t a, ncclComm_t b, char* line, int* n, size_t cap) {
+  char prog[256] = "";
+  const char* p = spec;
+  for (int r = 0; r < rank && p; r++) p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL;
+  if (p) snprintf(prog, sizeof prog, "%.*s", (int)(strchr(p, '|') ? strchr(p, '|') - p : (long)strlen(p)), p);
+  struct { char kind; int c; ncclResult_t r; ncclWindow_t w; struct xop x; } op[SPEC_MAX];
+  ncclWindow_t live[2][SPEC_MAX];
+  int nlive[2] = {0, 0}, head[2] = {0, 0}, nop = 0, depth = 0;
+  for (char* t = strtok(prog, " "); t && nop < SPEC_MAX; t = strtok(NULL, " ")) {
+    while (*t == '[') ncclGroupStart(), depth++, t++; /* "[R0" opens a group before its operation */
+    int ends = 0;
+    for (size_t l = strlen(t); l > 0 && t[l - 1] == ']'; l--) t[l - 1] = 0, ends++;
+    if (!*t) goto end_groups;
+    int c = t[1] == '1' ? 1 : 0;
+    ncclComm_t cm = c ? b : a;
+    op[nop].kind = *t, op[nop].c = c, op[nop].w = NULL;
+    if (*t == 'A') {
+      x_enqueue(&op[nop].x, cm, rank);
+    } else if (*t == 'R') {
+      void* buf = vmm_buf(2 << 20);
+      op[nop].r = ncclCommWindowRegister(cm, buf, 2 << 20, &op[nop].w, NCCL_WIN_COLL_SYMMETRIC);
+      if (depth > 0 && op[nop].r == ncclSuccess) op[nop].r = ncclInProgress; /* its group's end says */
+      live[c][nlive[c]++] = (ncclWindow_t)&op[nop].w; /* (the window is read once it is written) */
+    } else if (*t == 'D') {
+      ncclWindow_t* wp = head[c] < nlive[c] ? (ncclWindow_t*)live[c][head[c]++] : NULL;
+      op[nop].r = wp ? ncclCommWindowDeregister(cm, *wp) : ncclInvalidUsage;
+    }
+    nop++;
+  end_groups:
+    for (; ends > 0 && depth > 0; ends--, depth--) {
+      ncclResult_t e = ncclGroupEnd();
+      for (int k = 0; k < nop; k++) /* the group's registrations take its deferred result */
+        if (op[k].kind == 'R' && op[k].r == ncclInProgress) op[k].r = e;
+    }
+  }
+  while (depth-- > 0) ncclGroupEnd();
+  *n += snprintf(line + *n, cap - *n, " ops=");
+  for (int k = 0; k < nop; k++) {
+    const char* sep = k ? "," : "";
+    if (op[k].kind == 'A') *n += snprintf(line + *n, cap - *n, "%sA%d:%s", sep, op[k].c, x_state(&op[k].x));
+    else if (op[k].kind == 'R')
+      *n += snprintf(line + *n, cap - *n, "%sR%d:%s:%s", sep, op[k].c, ng_rc_name(op[k].r), winword(op[k].w));
+    else *n += snprintf(line + *n, cap - *n, "%sD%d:%s", sep, op[k].c, ng_rc_name(op[k].r));
+  }
+}
+
 static int run(int rank) {
   int ndev = 1;
   cudaGetDeviceCount(&ndev);
@@ -99,7 +156,7 @@ static int run(int rank) {
     ng_say("RESULT rank=%d mode=%s init=failed", rank, mode);
     return 0;
   }
-  int two = !strcmp(mode, "group-two");
+  int two = !strcmp(mode, "group-two") || (!strcmp(mode, "spec") && strpbrk(spec, "1"));
   if (two && ncclCommInitRank(&b, nranks, sh->b, rank) != ncclSuccess) {
     ng_say("RESULT rank=%d mode=%s init=failed", rank, mode);
     return 0;
@@ -120,9 +177,9 @@ static int run(int rank) {
     r1 = ncclCommWindowRegister(a, buf, 2 << 20, &w1, NCCL_WIN_COLL_SYMMETRIC);
     if (rank % 2 == 1) x_enqueue(&x, a, rank);
     n += snprintf(line + n, sizeof line - n, " x=%s", x_state(&x));
-  } else if (!strcmp(mode, "group") || two) {
+  } else if (!strcmp(mode, "group") || !strcmp(mode, "group-two")) {
     void *p1 = vmm_buf(2 << 20), *p2 = vmm_buf(2 << 20);
-    ncclComm_t c2 = two ? b : a;
+    ncclComm_t c2 = !strcmp(mode, "group-two") ? b : a;
     has2 = 1;
     if (rank == 0) {
       ncclGroupStart();
@@ -163,6 +220,8 @@ static int run(int rank) {
     ncclResult_t e = ncclGroupEnd();
     if (r1 == ncclSuccess) r1 = e;
     if (r2 == ncclSuccess) r2 = e;
+  } else if (!strcmp(mode, "spec")) {
+    run_spec(rank, a, b, line, &n, sizeof line);
   } else {
     ng_say("orders: unknown mode %s", mode);
     return 2;
@@ -186,10 +245,11 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "-n") && i + 1 < argc) nranks = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--wait") && i + 1 < argc) wait_s = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout_s = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "spec") && i + 1 < argc) mode = argv[i], spec = argv[++i];
     else mode = argv[i];
   }
   if (!mode || nranks < 2 || nranks > 8) {
-    fprintf(stderr, "usage: orders [-n RANKS] [--wait S] [--timeout S] reg-ar|group|group-two|pgroup|zero|reuse-pair\n");
+    fprintf(stderr, "usage: orders [-n RANKS] [--wait S] [--timeout S] reg-ar|group|group-two|pgroup|zero|reuse-pair|spec PROGS\n");
     return 2;
   }
   sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -221,7 +281,8 @@ int main(int argc, char** argv) {
   int bad = -1;
   for (int r = 0; r < nranks && bad < 0; r++)
     if (!sh->done[r] || strstr(sh->line[r], "=hang") || strstr(sh->line[r], "=error") || strstr(sh->line[r], "=wrong") ||
-        strstr(sh->line[r], "init=failed") || (strstr(sh->line[r], " reg=") && !strstr(sh->line[r], " reg=ncclSuccess")))
+        strstr(sh->line[r], "init=failed") || (strstr(sh->line[r], " reg=") && !strstr(sh->line[r], " reg=ncclSuccess")) ||
+        (strstr(sh->line[r], " devcomm=") && !strstr(sh->line[r], " devcomm=ncclSuccess")))
       bad = r;
   for (int r = 1; r < nranks && bad < 0; r++) /* the windows alike on every rank */
     if ((strstr(sh->line[r], " win=set") != NULL) != (strstr(sh->line[0], " win=set") != NULL) ||
