@@ -847,12 +847,12 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
   }
   free(step);
   /* A batch is one application group, and ncclGroupEnd returns one result, its first error. A registration
-   * that failed rolls back the rest of its own communicator's part of the batch (registered, reused or
-   * degraded: deregistered, *win NULL, an error), so that no window of that communicator survives the failed
-   * group; every rank of that communicator has the same outcomes for it (agreed) and rolls back alike. The
-   * batch's other communicators keep theirs: their other ranks may know nothing of the failure (a rank that
-   * shares one communicator with this rank and not the other), and a window rolled back on one rank of a
-   * communicator and kept on another would put the ranks' next windows at different places. */
+   * that failed rolls back the rest of its own communicator's part of the batch for the application (every
+   * one an error, *win NULL), so that no window of that communicator is handed out from the failed group. The
+   * windows NCCL made stay registered in NCCL (it ends them with the communicator): a peer that registered
+   * the same windows one at a time, or in another group, has them, and a window deregistered on one rank and
+   * kept on another would put the ranks' next windows at different places in the symmetric space (wrong data
+   * in symmetric kernels). The batch's other communicators keep theirs (*win set). */
   for (int i = 0; n > 1 && i < n; i++) {
     struct ng_regreq* r = &reqs[i];
     if (r->result != ncclSuccess ||
@@ -862,11 +862,6 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
     for (int j = 0; j < n && cres == ncclSuccess; j++)
       if (reqs[j].comm == r->comm) cres = reqs[j].result;
     if (cres == ncclSuccess) continue;
-    if (r->decision == NG_D_REGISTER && *r->win && ng_reg_comm_usable(r->comm, r->cv.gen)) {
-      ncclResult_t d;
-      NG_CALL(d, ncclCommWindowDeregister, r->comm, *r->win);
-      (void)d;
-    }
     r->decision = NG_D_ERROR;
     r->result = cres;
     r->local_reason = r->agreed_reason = NG_R_GROUP_ROLLBACK;
