@@ -282,13 +282,18 @@ void ng_channel_stop(ncclComm_t comm, uint64_t gen, int dev) {
              "stops; the communicator itself is untouched", (void*)comm, (void*)ch, ng_result_name(r));
 }
 
+/* Ended with ncclCommAbort, healthy or not: an abort is local in NCCL (no exchange with the peers, which end
+ * their own channels with their communicators) and returns on a nonblocking communicator without waiting for
+ * its operations, where a destroy would first finalize (a flush that may wait for a peer's round). Nothing of
+ * the application's runs on it. */
 void ng_channel_end(ncclComm_t comm, uint64_t gen, int dev, int broken) {
+  (void)broken;
   int lib = 0;
   ncclComm_t ch = ng_reg_chan_take(comm, gen, &lib);
   if (!ch) return;
   int saved = ng_tls.lib;
   ng_tls.lib = lib;
-  end_now(ch, dev, broken);
+  end_now(ch, dev, 1);
   ng_tls.lib = saved;
 }
 
