@@ -340,6 +340,7 @@ struct grp {
   int held;    /* res acquired */
   int queued;  /* work enqueued on res.s */
   int status;  /* enum ng_agree_status */
+  ncclResult_t err; /* NCCL's error where its channel could not be made */
   int32_t round;
   size_t len;  /* int32 elements: NG_HDR + count * NG_NVOTE */
   struct ng_agree_res res;
@@ -619,7 +620,7 @@ static void round_channels(struct round* R) {
   ng_channel_open(c, R->ng, R->deadline);
   for (int j = 0; j < R->ng; j++) {
     R->g[j].chan = c[j].chan;
-    if (c[j].status != NG_AGREE_OK) R->g[j].status = c[j].status;
+    if (c[j].status != NG_AGREE_OK) R->g[j].status = c[j].status, R->g[j].err = c[j].result;
   }
   free(c);
 }
@@ -814,14 +815,15 @@ static ncclResult_t round_finish(struct round* R) {
                    ng_reason_advice(NG_R_TIMEOUT));
       else if (st == NG_AGREE_FAILED)
         ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: the agreement all-reduce on communicator %p failed: %s %s",
-                   R->what, (void*)q->comm, ng_result_name(R->res),
+                   R->what, (void*)q->comm, ng_result_name(R->res != ncclSuccess ? R->res : q->err),
                    ng_reg_comm_usable(q->comm, q->gen) ? ng_last_error(q->comm) : "");
       else if (st == NG_AGREE_ABORTED)
         ng_log_msg(NG_LOG_WARN, q->dev, "agree", "%s: communicator %p was aborted or destroyed during the round",
                    R->what, (void*)q->comm);
       if (ret == ncclSuccess)
         ret = st == NG_AGREE_TIMEOUT ? ncclSystemError : st == NG_AGREE_ABORTED ? ncclInvalidUsage
-              : st == NG_AGREE_STEP  ? ncclInvalidUsage : (R->res != ncclSuccess ? R->res : ncclUnhandledCudaError);
+              : st == NG_AGREE_STEP  ? ncclInvalidUsage : R->res != ncclSuccess ? R->res
+              : q->err != ncclSuccess ? q->err : ncclUnhandledCudaError;
     }
     /* (an abandoned launch's resources went to its job: released when that launch returns) */
     if (q->held) ng_reg_res_release(q->comm, q->gen, q->dev, &q->res);

@@ -226,7 +226,11 @@ int ng_channel_open(struct ng_chanreq* c, int n, double deadline) {
       continue;
     }
     bad = 1;
-    c[j].status = r == ncclSystemError ? NG_AGREE_TIMEOUT : NG_AGREE_FAILED;
+    /* (the application aborting or destroying the communicator from another thread ends the split: NCCL's
+     * childAbortFlag) */
+    c[j].status = !ng_reg_comm_usable(c[j].comm, c[j].gen) ? NG_AGREE_ABORTED
+                  : r == ncclSystemError ? NG_AGREE_TIMEOUT : NG_AGREE_FAILED;
+    c[j].result = r;
     ng_log_msg(NG_LOG_WARN, c[j].dev, "channel", "communicator %p: its agreement channel could not be made "
                "(ncclCommSplit: %s%s)", (void*)c[j].comm, ng_result_name(r),
                r == ncclSystemError ? ", not ready within NCCLGUARD_TIMEOUT: a peer did not come" : "");

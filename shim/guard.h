@@ -566,6 +566,7 @@ struct ng_chanreq {
   int rank, dev;
   ncclComm_t chan;
   int status;
+  ncclResult_t result; /* NCCL's answer where the channel could not be made */
 };
 int ng_channel_open(struct ng_chanreq* c, int n, double deadline);
 /* Poll a channel until its last operation is done (ncclSuccess), failed (NCCL's error), the deadline passed
