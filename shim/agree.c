@@ -472,11 +472,7 @@ static void launch_abandon(struct ng_job* J) {
 static void launch_orphan(struct ng_job* J) {
   struct launch_job* L = (struct launch_job*)J;
   for (int j = 0; j < L->n; j++) {
-    if (L->it[j].chan) {
-      ncclResult_t a;
-      NG_CALL(a, ncclCommAbort, L->it[j].chan);
-      (void)a;
-    }
+    if (L->it[j].chan) ng_channel_abort_now(L->it[j].chan);
     if (L->it[j].held) ng_reg_res_release(L->it[j].comm, L->it[j].gen, L->it[j].dev, &L->it[j].res);
   }
   ng_log_msg(NG_LOG_WARN, -1, "agree", "an agreement all-reduce that ncclguard had given up on returned after all (%s)",

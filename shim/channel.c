@@ -68,6 +68,13 @@ void ng_job_free(struct ng_job* J) {
   free(J);
 }
 
+/* An abort of a channel on this thread (nobody else holds it any more): NCCL's abort is local. */
+void ng_channel_abort_now(ncclComm_t chan) {
+  ncclResult_t r;
+  NG_CALL(r, ncclCommAbort, chan);
+  (void)r;
+}
+
 /* ---- opening channels -------------------------------------------------------------------------- */
 struct open_job {
   struct ng_job job;
@@ -130,11 +137,7 @@ static void open_run(struct ng_job* J) {
 static void open_orphan(struct ng_job* J) {
   struct open_job* O = (struct open_job*)J;
   for (int j = 0; j < O->n; j++) {
-    if (O->it[j].chan) {
-      ncclResult_t r;
-      NG_CALL(r, ncclCommAbort, O->it[j].chan);
-      (void)r;
-    }
+    if (O->it[j].chan) ng_channel_abort_now(O->it[j].chan);
     ng_reg_comm_stuck(O->it[j].parent, O->it[j].gen, -1); /* the parent may be freed now */
   }
 }
@@ -256,9 +259,7 @@ static void end_run(struct ng_job* J) {
 static void end_now(ncclComm_t chan, int dev, int abort) {
   struct end_job* E = ng_calloc("channel.end", 1, sizeof *E);
   if (!E) { /* no memory for a job: ended by this thread, unbounded as NCCL alone's abort */
-    ncclResult_t r;
-    NG_CALL(r, ncclCommAbort, chan);
-    (void)r;
+    ng_channel_abort_now(chan);
     return;
   }
   E->chan = chan, E->abort = abort;
@@ -269,11 +270,7 @@ static void end_now(ncclComm_t chan, int dev, int abort) {
                "running in a thread of its own", (void*)chan);
     return;
   }
-  if (E->r != ncclSuccess && E->r != ncclInProgress && !abort) { /* a destroy NCCL refused: abort it */
-    ncclResult_t r;
-    NG_CALL(r, ncclCommAbort, chan);
-    (void)r;
-  }
+  if (E->r != ncclSuccess && E->r != ncclInProgress && !abort) ng_channel_abort_now(chan); /* a destroy NCCL refused */
   ng_job_free(&E->job);
 }
 

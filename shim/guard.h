@@ -374,8 +374,6 @@ static inline int ng_comm_gone(const struct ng_commview* v) {
 }
 /* Record a communicator created by NCCL (replaces a tombstone with the same address; the replaced
  * entry's resources are released). 0, or -1 when it could not be recorded (out of memory). */
-/* The generation of the newest communicator added so far (0: none yet): a later one has a greater one. */
-uint64_t ng_reg_gen_now(void);
 int ng_reg_comm_add(ncclComm_t comm, uint64_t cid, uint64_t parent_cid, int rank, int nranks, int dev,
                      int blocking, int state);
 int ng_reg_comm_get(ncclComm_t comm, struct ng_commview* v);
@@ -572,6 +570,8 @@ int ng_channel_open(struct ng_chanreq* c, int n, double deadline);
 /* Poll a channel until its last operation is done (ncclSuccess), failed (NCCL's error), the deadline passed
  * (ncclSystemError) or its parent went (ncclInvalidUsage). */
 ncclResult_t ng_channel_wait(ncclComm_t chan, ncclComm_t parent, uint64_t gen, double deadline);
+/* Abort a channel that nothing else holds, on this thread. */
+void ng_channel_abort_now(ncclComm_t chan);
 /* After a failed round: revoke the channel where NCCL can (its pending all-reduce stops). */
 void ng_channel_stop(ncclComm_t comm, uint64_t gen, int dev);
 /* The communicator's end of life: its channel ended first (destroyed, aborted where broken; bounded). */

@@ -248,12 +248,6 @@ ncclComm_t ng_reg_chan_take(ncclComm_t comm, uint64_t gen, int* lib) {
   return c;
 }
 
-uint64_t ng_reg_gen_now(void) {
-  pthread_mutex_lock(&lock);
-  uint64_t g = gen_next;
-  pthread_mutex_unlock(&lock);
-  return g;
-}
 
 int ng_reg_comm_get(ncclComm_t comm, struct ng_commview* v) {
   pthread_mutex_lock(&lock);
