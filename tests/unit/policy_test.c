@@ -808,6 +808,11 @@ static void t_null_window(int arg) {
   struct ng_regreq r = req(vbuf, 1u << 20, &win);
   ncclResult_t res = register_one_req(&r);
   CHECK(win == NULL, "the fake without symmetric support gave a window: %p", (void*)win);
+  /* NCCL's NULL window here is said in the outcome round, so that a peer with a real window drops it
+   * (meta-pytorch/torchcomms#4036: one answer on every rank) */
+  CHECK_STR(round_list(), "registration,registration outcome", "rounds");
+  CHECK_INT(rounds[nrounds - 1].sent[0].v[NG_VOTE_NULL_WIN], 1, "this rank's outcome vote: NCCL's NULL window here");
+  CHECK_INT(rounds[nrounds - 1].sent[0].v[NG_VOTE_REAL_WIN], 0, "this rank's outcome vote: no window here");
   if (arg) {
     CHECK_INT(res, ncclInvalidUsage, "ng_policy_register");
     decision_is(&r, NG_D_ERROR, ncclInvalidUsage, NG_R_NULL_WINDOW, NG_R_NULL_WINDOW);
