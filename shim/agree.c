@@ -330,6 +330,16 @@ void ng_give_up(ncclComm_t comm, uint64_t gen, int dev, int reason, const char* 
                (void*)comm, ng_reason_name(reason), cause);
 }
 
+void ng_stop_comm(ncclComm_t comm, uint64_t gen, int dev, const char* why) {
+  int first = ng_reg_comm_set_broken(comm, gen, NG_R_GROUP_FAILED);
+  ng_channel_stop(comm, gen, dev);
+  if (ng_can_revoke()) revoke_comm(comm, gen, dev, why);
+  else if (first)
+    ng_log_msg(NG_LOG_WARN, dev, "agree", "communicator %p: %s, so its collectives are out of step, and the loaded "
+               "NCCL cannot revoke (before 2.28.7): abort it on every rank (ncclCommAbort) before any other collective "
+               "on it", (void*)comm, why);
+}
+
 /* Resources of one communicator for one round: held (ng_reg_res_acquire) until released. */
 struct grp {
   ncclComm_t comm;

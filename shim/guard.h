@@ -510,6 +510,10 @@ int ng_can_revoke(void);
  * and is revoked where the loaded NCCL can, also when the registry could not record it; without revoke
  * one WARN says to abort it on every rank. `cause` names the step that failed, for the log. */
 void ng_give_up(ncclComm_t comm, uint64_t gen, int dev, int reason, const char* cause);
+/* Stop the application's communicator itself (broken, revoked where NCCL can; a WARN to abort it on every
+ * rank where it cannot): only where its ranks' own collectives are known to be out of step, alike on every
+ * rank (an application group that failed on some ranks only, learnt from the vote). */
+void ng_stop_comm(ncclComm_t comm, uint64_t gen, int dev, const char* why);
 /* The watchdog of a call into NCCL that can wait on the host for a peer: past the deadline the
  * communicator is revoked (NCCL 2.28.7+). disarm returns 1 if that happened. */
 struct watch {
@@ -612,6 +616,7 @@ enum {
   NG_VOTE_NULL_WIN, /* outcome round: NCCL answered success with a NULL window on some rank */
   NG_VOTE_REAL_WIN, /* ... with a window on some rank */
   NG_VOTE_GROUP_FAILED, /* some rank's application group, holding this registration, failed (NCCL dropped it there) */
+  NG_VOTE_GROUP_OK,     /* ... and on some rank it did not: the communicator's collectives are out of step */
   NG_VOTE_END
 };
 _Static_assert(NG_VOTE_END <= NG_NVOTE, "vote layout");
@@ -635,6 +640,7 @@ struct ng_regreq {
   int first_bad_rank;
   int relaxed;      /* register with this thread in relaxed capture mode */
   int app_group_failed; /* queued in an application group whose ncclGroupEnd failed here (NCCL dropped it) */
+  int group_failed_everywhere; /* the vote said: that group failed on every rank (nothing of it pending anywhere) */
   int sym_all;      /* the vote: every rank's rules say NCCL takes its symmetric path */
   ncclWindow_t repeat_of; /* NCCL without reuse: the live window registered with exactly these arguments */
   int space_full;   /* NCCL without reuse failed: its symmetric address space has no room (#2331) */

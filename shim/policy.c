@@ -265,6 +265,7 @@ static void vote_fill(struct ng_vote* vt, const struct ng_regreq* r) {
   vt->v[NG_VOTE_ALLOC_LIVE] = r->alloc_live == 1;
   vt->v[NG_VOTE_ALLOC_NEW] = r->alloc_live == 0;
   vt->v[NG_VOTE_GROUP_FAILED] = r->app_group_failed;
+  vt->v[NG_VOTE_GROUP_OK] = !r->app_group_failed;
 }
 
 /* The window's layout against its peers' (the reduced votes): LAYOUT_MISMATCH when the flags differ, or
@@ -324,6 +325,12 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
     r->agreed_reason = NG_R_GROUP_FAILED;
     r->decision = NG_D_ERROR;
     r->result = ncclInvalidUsage;
+    /* ... on some ranks only: the collectives of that group are pending on the ranks where it went ahead and
+     * dropped where it failed, so the application's next collective on this communicator would pair with a
+     * peer's pending one (wrong data, no error). Every rank knows it from the vote: each stops the
+     * communicator (revoked where NCCL can), an error on every rank instead */
+    if (v[NG_VOTE_GROUP_OK]) ng_stop_comm(r->comm, r->cv.gen, r->cv.dev, "an application group failed on some ranks only");
+    else r->group_failed_everywhere = 1;
     return;
   }
   unsigned always = 0;
@@ -620,12 +627,11 @@ static void phase_outcome(struct ng_regreq* reqs, int n, struct ng_vote* votes, 
     struct ng_vote* vt = &votes[k++];
     int ok_here = r->result == ncclSuccess;
     if (vt->status != NG_AGREE_OK) {
-      /* the ranks cannot learn each other's outcome: a live window here is dropped again (never leaked) */
-      if (ok_here && *r->win && ng_reg_comm_usable(r->comm, r->cv.gen)) {
-        ncclResult_t d;
-        NG_CALL(d, ncclCommWindowDeregister, r->comm, *r->win);
-        (void)d;
-      }
+      /* The ranks cannot learn each other's outcome (the race of the last round: the peers' round may have
+       * completed, and they keep the window). This rank returns an error and hands no window out, but the
+       * window NCCL made stays registered inside NCCL (it ends it with the communicator): deregistered here
+       * alone, the ranks' next windows would sit at different places of the symmetric space. Its channel is
+       * stopped: no later registration on this communicator goes ahead on any rank. */
       vote_failed(r, vt, a);
       continue;
     }
@@ -749,6 +755,9 @@ static ncclResult_t abandon(struct ng_regreq* reqs, int n, int reason, ncclResul
     for (int j = 0; j < i && !seen; j++) seen = reqs[j].comm == r->comm;
     int given_up = r->comm && !(keep && keep[i]) && r->cv.nranks != 1;
     if (given_up && !seen) ng_give_up(r->comm, r->cv.gen, r->cv.dev, reason, cause);
+    /* (its own application group failed, and no vote said where: the communicator itself, as after a step) */
+    if (r->app_group_failed && r->comm && r->cv.nranks != 1 && !seen)
+      ng_stop_comm(r->comm, r->cv.gen, r->cv.dev, "this rank's application group failed");
     ng_stat_add(NG_ST_ERRORS, 1);
     char msg[768];
     snprintf(msg, sizeof msg, "not registered (%s): %s%s", cause, ng_reason_advice(reason),
@@ -846,6 +855,13 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
     a = b;
   }
   free(step);
+  /* A rank whose own application group failed and that did not learn from the vote that it failed on every
+   * rank (the round failed, or no round ran) cannot know that its peers' groups did not go ahead, with their
+   * collectives pending: it stops the communicator itself (revoked where NCCL can), so that its next collective
+   * ends with an error instead of pairing with a peer's pending one */
+  for (int i = 0; i < n; i++)
+    if (reqs[i].app_group_failed && !reqs[i].group_failed_everywhere && reqs[i].comm && reqs[i].cv.nranks != 1)
+      ng_stop_comm(reqs[i].comm, reqs[i].cv.gen, reqs[i].cv.dev, "this rank's application group failed");
   /* A batch is one application group, and ncclGroupEnd returns one result, its first error. A registration
    * that failed rolls back the rest of its own communicator's part of the batch for the application (every
    * one an error, *win NULL), so that no window of that communicator is handed out from the failed group. The

@@ -31,8 +31,11 @@ static ncclResult_t group_start(void) {
  * the data path's way (the empty group end stays as short as without them). */
 __attribute__((noinline)) static ncclResult_t group_end_queued(struct ng_group* G, ncclResult_t res) {
   if (G->nlost) { /* a registration of the group could not be queued here */
-    for (int i = 0; i < G->nlost; i++)
+    for (int i = 0; i < G->nlost; i++) {
       ng_give_up(G->lost[i], 0, -1, NG_R_AGREE_FAILED, "out of host memory to queue a registration of the group");
+      if (res != ncclSuccess && res != ncclInProgress) /* and the group failed here: as policy.c after a step */
+        ng_stop_comm(G->lost[i], 0, -1, "this rank's application group failed");
+    }
     G->nlost = 0;
     if (G->npending == 0) return res;
   }
