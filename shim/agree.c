@@ -330,8 +330,8 @@ void ng_give_up(ncclComm_t comm, uint64_t gen, int dev, int reason, const char* 
                (void*)comm, ng_reason_name(reason), cause);
 }
 
-void ng_stop_comm(ncclComm_t comm, uint64_t gen, int dev, const char* why) {
-  int first = ng_reg_comm_set_broken(comm, gen, NG_R_GROUP_FAILED);
+void ng_stop_comm(ncclComm_t comm, uint64_t gen, int dev, int reason, const char* why) {
+  int first = ng_reg_comm_set_broken(comm, gen, reason);
   ng_channel_stop(comm, gen, dev);
   if (ng_can_revoke()) revoke_comm(comm, gen, dev, why);
   else if (first)

@@ -513,7 +513,7 @@ void ng_give_up(ncclComm_t comm, uint64_t gen, int dev, int reason, const char* 
 /* Stop the application's communicator itself (broken, revoked where NCCL can; a WARN to abort it on every
  * rank where it cannot): only where its ranks' own collectives are known to be out of step, alike on every
  * rank (an application group that failed on some ranks only, learnt from the vote). */
-void ng_stop_comm(ncclComm_t comm, uint64_t gen, int dev, const char* why);
+void ng_stop_comm(ncclComm_t comm, uint64_t gen, int dev, int reason, const char* why);
 /* The watchdog of a call into NCCL that can wait on the host for a peer: past the deadline the
  * communicator is revoked (NCCL 2.28.7+). disarm returns 1 if that happened. */
 struct watch {

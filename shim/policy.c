@@ -156,8 +156,10 @@ static void phase_prepare(struct ng_regreq* reqs, int n) {
     if (st != ncclSuccess) {
       /* this rank leaves before the vote its peers run: stopped for them too (the invariant) */
       error_out(r, st == ncclSystemError ? NG_R_TIMEOUT : NG_R_NOT_READY, st);
+      /* (the communicator itself is in a state of its own here, its initialisation or last operation not
+       * ended on this rank: it is stopped, revoked where NCCL can, as well as the agreement) */
       if (ng_cfg.agree && r->cv.nranks != 1)
-        ng_give_up(r->comm, r->cv.gen, r->cv.dev, r->local_reason, "the communicator did not become ready");
+        ng_stop_comm(r->comm, r->cv.gen, r->cv.dev, r->local_reason, "the communicator did not become ready");
     }
   }
   /* A communicator given up above leaves the batch whole: its other registrations do not vote either (a
@@ -329,7 +331,7 @@ static void decide(struct ng_regreq* r, const struct ng_vote* vt) {
      * dropped where it failed, so the application's next collective on this communicator would pair with a
      * peer's pending one (wrong data, no error). Every rank knows it from the vote: each stops the
      * communicator (revoked where NCCL can), an error on every rank instead */
-    if (v[NG_VOTE_GROUP_OK]) ng_stop_comm(r->comm, r->cv.gen, r->cv.dev, "an application group failed on some ranks only");
+    if (v[NG_VOTE_GROUP_OK]) ng_stop_comm(r->comm, r->cv.gen, r->cv.dev, NG_R_GROUP_FAILED, "an application group failed on some ranks only");
     else r->group_failed_everywhere = 1;
     return;
   }
@@ -757,7 +759,7 @@ static ncclResult_t abandon(struct ng_regreq* reqs, int n, int reason, ncclResul
     if (given_up && !seen) ng_give_up(r->comm, r->cv.gen, r->cv.dev, reason, cause);
     /* (its own application group failed, and no vote said where: the communicator itself, as after a step) */
     if (r->app_group_failed && r->comm && r->cv.nranks != 1 && !seen)
-      ng_stop_comm(r->comm, r->cv.gen, r->cv.dev, "this rank's application group failed");
+      ng_stop_comm(r->comm, r->cv.gen, r->cv.dev, NG_R_GROUP_FAILED, "this rank's application group failed");
     ng_stat_add(NG_ST_ERRORS, 1);
     char msg[768];
     snprintf(msg, sizeof msg, "not registered (%s): %s%s", cause, ng_reason_advice(reason),
@@ -861,7 +863,7 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
    * ends with an error instead of pairing with a peer's pending one */
   for (int i = 0; i < n; i++)
     if (reqs[i].app_group_failed && !reqs[i].group_failed_everywhere && reqs[i].comm && reqs[i].cv.nranks != 1)
-      ng_stop_comm(reqs[i].comm, reqs[i].cv.gen, reqs[i].cv.dev, "this rank's application group failed");
+      ng_stop_comm(reqs[i].comm, reqs[i].cv.gen, reqs[i].cv.dev, NG_R_GROUP_FAILED, "this rank's application group failed");
   /* A batch is one application group, and ncclGroupEnd returns one result, its first error. A registration
    * that failed rolls back the rest of its own communicator's part of the batch for the application (every
    * one an error, *win NULL), so that no window of that communicator is handed out from the failed group. The

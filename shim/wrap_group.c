@@ -34,7 +34,7 @@ __attribute__((noinline)) static ncclResult_t group_end_queued(struct ng_group* 
     for (int i = 0; i < G->nlost; i++) {
       ng_give_up(G->lost[i], 0, -1, NG_R_AGREE_FAILED, "out of host memory to queue a registration of the group");
       if (res != ncclSuccess && res != ncclInProgress) /* and the group failed here: as policy.c after a step */
-        ng_stop_comm(G->lost[i], 0, -1, "this rank's application group failed");
+        ng_stop_comm(G->lost[i], 0, -1, NG_R_GROUP_FAILED, "this rank's application group failed");
     }
     G->nlost = 0;
     if (G->npending == 0) return res;
