@@ -321,6 +321,22 @@ NG_ON_FORK(NG_FORK_WATCH, wd_fork_prepare, wd_fork_parent, wd_fork_child)
  * round ran on it, so nothing of ncclguard's is queued there, and its collectives go on. A peer whose round
  * meets this rank's stopped channel times out and gives up too: every rank ends refused within the bound. */
 void ng_give_up(ncclComm_t comm, uint64_t gen, int dev, int reason, const char* cause) {
+  /* Before its channel exists the agreement's only exchange is the channel's split, on the communicator's own
+   * bootstrap: a rank that leaves it (or whose split failed) leaves its peers' split pending on that sequence,
+   * where it would meet this rank's next exchange (a split, a registration) or keep the communicator busy.
+   * So there the communicator itself is stopped (revoked where NCCL can); once the channel exists only the
+   * channel is, except on a communicator that ran no collective yet (not warmed up: a nonblocking one, or
+   * NCCLGUARD_WARMUP=never): the application's first collective there would wait in NCCL's connection setup
+   * for a peer that gave its agreement up too, without a bound (NCCL alone: the same wait). */
+  struct ng_commview gv;
+  ng_reg_comm_get(comm, &gv);
+  if (!ng_reg_chan(comm, gen) || (gv.known && !gv.warmed)) {
+    char why[200];
+    snprintf(why, sizeof why, "%s %s: %s", ng_reason_name(reason),
+             ng_reg_chan(comm, gen) ? "before its first collective" : "before its agreement channel existed", cause);
+    ng_stop_comm(comm, gen, dev, reason, why);
+    return;
+  }
   int first = ng_reg_comm_set_broken(comm, gen, reason);
   ng_channel_stop(comm, gen, dev);
   if (first)

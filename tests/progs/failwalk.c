@@ -403,7 +403,22 @@ static long run_case(int victim, long k, int cid, int* viol, int* fired, int* sp
     }
   int binit_failed = 0;
   for (int r = 0; r < nranks; r++) binit_failed |= sh->r[r].binit_failed;
-  if (stuck && (no_revoke_version() || binit_failed)) {
+  /* nonblocking: the communicator runs no collective before the registration (no warm-up where readiness is
+   * not seen), so the application's all-reduce after it is its first, whose connection setup NCCL waits for on
+   * the host with no timeout: where a peer's registration failed and it stopped the communicator (the last
+   * round's residual case), the all-reduce of a rank whose registration succeeded waits there, as NCCL alone's
+   * first collective waits for a peer that never comes (collectives are not intercepted): counted apart too */
+  int first_coll_wait = 0;
+  if (stuck && !strcmp(scen, "nonblocking")) {
+    int peer_err = 0, only_in_ar = 1;
+    for (int r = 0; r < nranks; r++) {
+      peer_err |= sh->r[r].reg_done && sh->r[r].reg == C_ERR;
+      if (st[r] == -1 || (WIFSIGNALED(st[r]) && WTERMSIG(st[r]) == SIGKILL && !sh->r[r].done))
+        only_in_ar &= sh->r[r].reg_done && sh->r[r].reg != C_ERR;
+    }
+    first_coll_wait = peer_err && only_in_ar;
+  }
+  if (stuck && (no_revoke_version() || binit_failed || first_coll_wait)) {
     /* where NCCL cannot revoke, a rank whose own step failed after the last round leaves its peers in NCCL's
      * registration exchange, which has no timeout (NCCL alone, when one rank fails its registration
      * locally, does the same): counted apart; likewise (reuse) an init of B that failed on one rank */
