@@ -30,7 +30,7 @@ NCCLGUARD_TIMEOUT=2 f late-out late --late 4 --timeout 25
   && pass late-peer-past-timeout-bounded-error || fail late-peer-past-timeout-bounded-error "$(why late-out)"
 # the channel was never made here (the late peer's split came after this rank gave it up): the split is an
 # exchange of the communicator's own, left pending on the late rank, so the communicator itself is stopped
-lhas late-out 'revoked by ncclguard (timeout before its agreement channel existed' \
+lhas late-out 'revoked by ncclguard .timeout before its agreement channel existed' \
   && pass timeout-before-channel-stops-communicator || fail timeout-before-channel-stops-communicator "$(why late-out)"
 # a revoke ncclguard did not see (NCCL's own pncclCommRevoke) on rank 0, then every rank registers: the same
 # outcome as NCCL alone on every rank (ncclguard's rounds run on the channel, which the revoke did not touch)
