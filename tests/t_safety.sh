@@ -17,12 +17,13 @@ why() { echo "rc=$rc $(echo "$out" | grep RESULT | tr '\n' ' ') | $(logs "$1" | 
 nowrong() { ! echo "$out" | grep -q 'allreduce=wrong' && [ "$(echo "$out" | grep -c RESULT)" = 2 ]; }
 
 # 1. rank 1 cannot allocate the agreement scratch (no warm-up at creation, which would have allocated it): it
-# gives its agreement up (its channel stopped), its peer's round times out and stops too; both registrations
-# fail, and the applications' next all-reduce is right (the rounds ran on the channel, the communicator untouched)
+# gives its agreement up, its peer's round times out and gives up too; both registrations fail, and since the
+# communicator ran no collective yet (its next one would wait for a peer that left), each rank stops it: the
+# applications' next all-reduce fails instead of waiting or pairing
 NCCLGUARD_WARMUP=never NCCLGUARD_TIMEOUT=3 w oom oom --wait 8
-nowrong && res 0 | grep -q 'win=null allreduce=ok' && res 1 | grep -q 'win=null allreduce=ok' \
+nowrong && res 0 | grep -q 'win=null allreduce=error' && res 1 | grep -q 'win=null allreduce=error' \
   && ! res 0 | grep -q 'reg=ncclSuccess' && ! res 1 | grep -q 'reg=ncclSuccess' \
-  && logs oom | grep -q 'cannot set up the agreement buffer' && logs oom | grep -q 'agreement on it stops here' \
+  && logs oom | grep -q 'cannot set up the agreement buffer' && logs oom | grep -q 'revoked by ncclguard' \
   && pass oom-scratch-one-rank-error-not-wrong-data || fail oom-scratch-one-rank-error-not-wrong-data "$(why oom)"
 
 # 2. rank 1 held 2.5 s inside NCCL's registration (past T/2): whether a round runs never depends on a
