@@ -935,10 +935,9 @@ static void warm_run(struct ng_job* J) {
   ncclResult_t r, e;
   NG_CALL(r, ncclGroupStart);
   int started = r == ncclSuccess;
-  for (int j = 0; j < W->n && r == ncclSuccess; j++)
-    if (W->it[j].held)
-      NG_CALL(r, ncclAllReduce, (const void*)(uintptr_t)W->it[j].res.buf, (void*)(uintptr_t)W->it[j].res.buf, 1,
-              NG_NCCL_INT32, NG_NCCL_MAX, W->it[j].comm, (cudaStream_t)W->it[j].res.s);
+  for (int j = 0; j < W->n && r == ncclSuccess; j++) /* (every item holds its resources: ng_warmup keeps no other) */
+    NG_CALL(r, ncclAllReduce, (const void*)(uintptr_t)W->it[j].res.buf, (void*)(uintptr_t)W->it[j].res.buf, 1,
+            NG_NCCL_INT32, NG_NCCL_MAX, W->it[j].comm, (cudaStream_t)W->it[j].res.s);
   e = r;
   if (started) NG_CALL(e, ncclGroupEnd);
   W->r = r, W->e = e;
