@@ -276,7 +276,7 @@ void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline, co
   if (!ng_can_revoke()) return;
   pthread_once(&wd_once, wd_init);
   pthread_mutex_lock(&wd_lock);
-  if (!wd_running && ng_spawn_detached(wd_main, NULL) == 0) wd_running = 1;
+  if (!wd_running && ng_spawn_detached(wd_main, NULL, "ng-watchdog") == 0) wd_running = 1;
   w->next = wd_list;
   wd_list = w;
   if (!wd_running || (wd_wake > 0 && deadline < wd_wake)) pthread_cond_signal(&wd_cond);
@@ -330,10 +330,11 @@ void ng_give_up(ncclComm_t comm, uint64_t gen, int dev, int reason, const char* 
    * for a peer that gave its agreement up too, without a bound (NCCL alone: the same wait). */
   struct ng_commview gv;
   ng_reg_comm_get(comm, &gv);
-  if (!ng_reg_chan(comm, gen) || (gv.known && !gv.warmed)) {
+  int made = ng_reg_chan_made(comm, gen); /* (a launch left to its thread took the channel: it was made) */
+  if (!made || (gv.known && !gv.warmed)) {
     char why[200];
     snprintf(why, sizeof why, "%s %s: %s", ng_reason_name(reason),
-             ng_reg_chan(comm, gen) ? "before its first collective" : "before its agreement channel existed", cause);
+             made ? "before its first collective" : "before its agreement channel existed", cause);
     ng_stop_comm(comm, gen, dev, reason, why);
     return;
   }

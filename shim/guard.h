@@ -383,6 +383,8 @@ int ng_reg_comm_get(ncclComm_t comm, struct ng_commview* v);
 ncclComm_t ng_reg_chan(ncclComm_t comm, uint64_t gen);
 int ng_reg_chan_set(ncclComm_t comm, uint64_t gen, ncclComm_t chan);
 ncclComm_t ng_reg_chan_take(ncclComm_t comm, uint64_t gen, int* lib);
+/* whether a channel was ever made for it (1 also after ng_reg_chan_take took it: an abandoned launch's) */
+int ng_reg_chan_made(ncclComm_t comm, uint64_t gen);
 void ng_reg_comm_set_state(ncclComm_t comm, int state);
 void ng_reg_comm_set_info(ncclComm_t comm, int rank, int nranks, int dev);
 /* n-th split / shrink / grow / window registration of a communicator (0-based), then increments. */
@@ -532,7 +534,7 @@ struct watch {
 void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline, const char* what, int seq,
                   int reached);
 /* Start fn(arg) on a detached thread: 0 when it runs. */
-int ng_spawn_detached(void* (*fn)(void*), void* arg);
+int ng_spawn_detached(void* (*fn)(void*), void* arg, const char* name);
 /* pthread_cond_init on CLOCK_MONOTONIC: every condition variable ncclguard waits on with a timeout. */
 int ng_cond_init(pthread_cond_t* cv);
 struct timespec ng_mono_after(double us);

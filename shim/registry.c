@@ -27,6 +27,7 @@ struct comm_ent {
   int inflight;      /* calls ncclguard makes on it from threads of its own (the watchdog's revoke) */
   ncclComm_t chan;   /* its agreement channel (channel.c), NULL: none yet */
   int chan_lib;      /* the libnccl that made it (ng_tls.lib) */
+  int chan_made;     /* a channel was made for it (stays set when the channel is taken: ng_reg_chan_take) */
   UT_hash_handle hh;
 };
 /* Each entry's generation (v.gen): a new communicator at the address of a destroyed one is another
@@ -234,9 +235,17 @@ int ng_reg_chan_set(ncclComm_t comm, uint64_t gen, ncclComm_t chan) {
   pthread_mutex_lock(&lock);
   struct comm_ent* e = find_gen(comm, gen);
   int ok = e && !e->chan && !e->v.aborting && !ng_comm_gone(&e->v);
-  if (ok) e->chan = chan, e->chan_lib = ng_cur_lib();
+  if (ok) e->chan = chan, e->chan_lib = ng_cur_lib(), e->chan_made = 1;
   pthread_mutex_unlock(&lock);
   return ok ? 0 : -1;
+}
+
+int ng_reg_chan_made(ncclComm_t comm, uint64_t gen) {
+  pthread_mutex_lock(&lock);
+  struct comm_ent* e = find_gen(comm, gen);
+  int m = e && e->chan_made;
+  pthread_mutex_unlock(&lock);
+  return m;
 }
 
 ncclComm_t ng_reg_chan_take(ncclComm_t comm, uint64_t gen, int* lib) {

@@ -347,7 +347,7 @@ static int eol_bounded(enum ng_real_id id, ncclComm_t comm, uint64_t gen, ncclRe
     J->id = id, J->comm = comm, J->gen = gen, J->lib = ng_cur_lib();
     pthread_mutex_init(&J->mu, NULL);
     ng_cond_init(&J->cv);
-    threaded = ng_spawn_detached(eol_main, J) == 0;
+    threaded = ng_spawn_detached(eol_main, J, "ng-end") == 0;
   }
   if (!threaded) {
     *res = real_eol(id, comm, 0);

@@ -149,6 +149,7 @@ static CUresult push(struct CUstream_st *s, CUhostFn fn, void *data, int owned)
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     pthread_attr_destroy(&a);
+    (void)pthread_setname_np(t, "fake-stream");
     s->worker = 1;
   }
   if (s->tail) s->tail->next = it; else s->head = it;

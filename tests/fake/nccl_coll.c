@@ -458,7 +458,12 @@ static ncclResult_t submit_coll(int kind, const void *send, void *recv, size_t c
   a->kind = kind; a->send = send; a->recv = recv; a->count = count; a->dt = dt; a->op = op; a->c = comm;
   a->caller = fn_caller;
   struct fn_op *o = fn_op_new(comm, 1, coll_stage, NULL, a);
-  o->nonblocking = 0; /* enqueueing is quick: collectives answer synchronously */
+  /* A collective on a nonblocking communicator runs as NCCL runs a nonblocking group: on a thread of its own
+   * (ncclGroupEndInternal: ncclGroupBlocking = comm->config.blocking, then groupLaunchNonBlocking on a new
+   * thread and ncclInProgress; src/group.cc at v2.27.7-1 - v2.30.7-1), the connection setup of a first
+   * collective included: the call returns ncclInProgress and the communicator's async state says when it is
+   * enqueued. On a blocking one, the call returns when it is enqueued. */
+  o->nonblocking = !comm->blocking;
   o->gen = (uint64_t)(uintptr_t)stream;
   return fn_submit(o);
 }
@@ -573,8 +578,7 @@ static ncclResult_t submit_p2p(int send, void *buf, size_t count, ncclDataType_t
   if (fresh) {
     struct p2p *p = calloc(1, sizeof *p);
     p->c = comm; p->stream = stream;
-    op = fn_op_new(comm, 1, p2p_stage, NULL, p);
-    op->nonblocking = 0;
+    op = fn_op_new(comm, 1, p2p_stage, NULL, p); /* nonblocking as its communicator (as a collective) */
   }
   struct p2p *p = op->arg;
   if (p->n == p->cap) { p->cap = p->cap ? 2 * p->cap : 4; p->it = realloc(p->it, (size_t)p->cap * sizeof *p->it); }

@@ -113,8 +113,18 @@ const char* ng_app_allreduce(ncclComm_t c, float* d, size_t count, int rank, int
   cudaStreamCreate(&st);
   const char* out = "error";
   int busy = 0; /* work still queued: the stream is left to the communicator's abort */
-  if (ncclAllReduce(d, d, count, ncclFloat, ncclSum, c, st) == ncclSuccess) {
-    double until = ng_now_us() + wait_ms * 1e3;
+  ncclResult_t r = ncclAllReduce(d, d, count, ncclFloat, ncclSum, c, st);
+  double until = ng_now_us() + wait_ms * 1e3;
+  /* a nonblocking communicator: the call returns ncclInProgress and the communicator's state says when the
+   * all-reduce is enqueued (NCCL's "nonblocking" section; the connection of a first collective is made then) */
+  while (r == ncclInProgress && ng_now_us() < until) {
+    usleep(500);
+    if (ncclCommGetAsyncError(c, &r) != ncclSuccess) r = ncclSystemError;
+  }
+  if (r == ncclInProgress) {
+    busy = 1;
+    out = "hang";
+  } else if (r == ncclSuccess) {
     cudaError_t q;
     while ((q = cudaStreamQuery(st)) == cudaErrorNotReady && ng_now_us() < until) usleep(500);
     if (q == cudaErrorNotReady) {
