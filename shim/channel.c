@@ -209,11 +209,22 @@ int ng_channel_open(struct ng_chanreq* c, int n, double deadline) {
                ng_late_grace_us() / 1e6);
     return -1;
   }
-  int bad = 0;
+  int bad = 0, keep = 0;
   for (int j = 0, i = 0; j < n; j++) {
     if (c[j].chan) continue;
     ncclComm_t ch = O->it[i].chan;
     ncclResult_t r = O->it[i++].r;
+    if (!ch && (r == ncclSuccess || r == ncclInProgress)) {
+      /* A nonblocking parent: the split returned ncclInProgress and NCCL writes the channel into O when the
+       * split's job ends ("*newcomm should be NCCL_COMM_NULL until comm split fully complete",
+       * ncclCommInitChildComm; the store at ncclCommInitRankFunc's exit, src/init.cc at v2.27.7-1 - v2.30.7-1),
+       * which the parent's state tells. Where that does not happen in time, NCCL may still write into O: it is
+       * kept (a few hundred bytes, once per communicator whose channel failed). */
+      r = ng_channel_wait(c[j].comm, c[j].comm, c[j].gen, deadline + ng_late_grace_us());
+      ch = __atomic_load_n(&O->it[i - 1].chan, __ATOMIC_ACQUIRE);
+      if (!ch && r != ncclSuccess) keep = 1;
+      if (!ch && r == ncclSuccess) r = ncclInternalError; /* (a split that made nothing) */
+    }
     /* (a nonblocking split's child takes its init's time after the call returned: NCCL's init, not a peer's
      * lateness, so the grace of a launch on top of the round's deadline) */
     if (ch && (r == ncclSuccess || r == ncclInProgress))
@@ -239,7 +250,7 @@ int ng_channel_open(struct ng_chanreq* c, int n, double deadline) {
                r == ncclSystemError ? ", not ready within NCCLGUARD_TIMEOUT: a peer did not come" : "");
     if (ch) end_now(ch, c[j].dev, 1);
   }
-  ng_job_free(&O->job);
+  if (!keep) ng_job_free(&O->job);
   return bad ? -1 : 0;
 }
 

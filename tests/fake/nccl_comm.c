@@ -164,7 +164,7 @@ FN_ALIAS(ncclCommInitAll);
 
 /* ---- split ---- */
 
-struct split_arg { struct ncclComm *parent, *child; int color, key, nsplit; };
+struct split_arg { struct ncclComm *parent, *child, **newcomm; int color, key, nsplit; };
 struct split_rec { int color, key, rank; };
 
 static ncclResult_t split_stage(struct fn_op *op, int stage, int complete)
@@ -201,6 +201,9 @@ static void split_finish(struct fn_op *op, ncclResult_t r)
     finish_init(a->child, r);
     if (!a->child->blocking) __atomic_store_n(&a->child->async, r, __ATOMIC_RELEASE);
   }
+  /* the child reaches the caller's pointer when the split's job ends, whatever its result (ncclCommInitRankFunc's
+   * exit: __atomic_store_n(job->newcomm, comm); src/init.cc at v2.27.7-1 - v2.30.7-1) */
+  if (a->newcomm) __atomic_store_n(a->newcomm, a->child, __ATOMIC_RELEASE);
 }
 
 ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
@@ -232,7 +235,11 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *new
         __atomic_add_fetch(&comm->share_root->nshare, 1, __ATOMIC_ACQ_REL);
       }
     }
-    *newcomm = a->child;
+    /* "*newcomm should be NCCL_COMM_NULL until comm split fully complete" (ncclCommInitChildComm, src/init.cc at
+     * v2.28.9-1): NULL until the split's job ends (split_finish), which for a nonblocking parent is after the call
+     * returned ncclInProgress, and for any parent inside a group is at the group's end */
+    *newcomm = NULL;
+    a->newcomm = color != NCCL_SPLIT_NOCOLOR ? newcomm : NULL;
     r = fn_submit(fn_op_new(comm, 2, split_stage, split_finish, a));
   } else {
     fn_group_error(r);

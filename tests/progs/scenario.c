@@ -541,8 +541,16 @@ static void phase_split(struct ng_rank* r, int n) {
   for (int i = 0; i < n; i++) {
     struct ng_rank* q = &r[i];
     struct ng_tgt* t = &q->tgt[1];
-    if (q->fatal || !t->comm) continue;
+    if (q->fatal) continue;
     if (is_err(ge)) { fail(q, "split group end: %s", ng_rc_name(ge)); continue; }
+    if (opt.nonblocking && q->tgt[0].comm && !is_err(ge)) {
+      /* a nonblocking parent's split returns ncclInProgress; NCCL writes the child when the split's job ends,
+       * which the parent's state tells (ncclCommInitChildComm: "*newcomm should be NCCL_COMM_NULL until comm
+       * split fully complete") */
+      if (wait_comm(q, q->tgt[0].comm, "split (parent)") != ncclSuccess) { fail(q, "ncclCommSplit (async) failed"); continue; }
+      t->comm = __atomic_load_n(&t->comm, __ATOMIC_ACQUIRE);
+    }
+    if (!t->comm) continue;
     if (opt.nonblocking && wait_comm(q, t->comm, "split") != ncclSuccess) { fail(q, "ncclCommSplit (async) failed"); continue; }
     if (getenv("NGTEST_SPLIT_DESTROYED")) {
       /* NGTEST_SPLIT_DESTROYED=1: the child is destroyed, then split again (a use of a freed communicator
