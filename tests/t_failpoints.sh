@@ -52,6 +52,21 @@ if ! make -C "$NG_ROOT" -s BUILD="$FPB" FAILPOINTS=1 lib >"$T/fpbuild.log" 2>&1;
   fail failpoint-build "$(tail -3 "$T/fpbuild.log")"
   exit 0
 fi
+# 3a. a launch of a round that does not return (NCCL's group end slow on both ranks: the test build's hook,
+# tests/progs/fphook.c, makes the 2nd ncclGroupEnd, the registration round's, take 2.5 s): left to its thread
+# past NCCLGUARD_TIMEOUT plus the grace; the channel existed, so only the agreement stops: the registration
+# fails on both ranks and the communicator's all-reduce is correct (not revoked as before a channel exists)
+out=$(NCCLGUARD_TIMEOUT=0.5 FPHOOK_SLEEP_MS=2500 NG_FAILPOINT='nccl.ncclGroupEnd:2:hook' NCCLGUARD_LOG=warn \
+      FAKE_NCCL_VERSION=22809 LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="$FPB/libncclguard.so:$PROGS/libfphook.so" \
+      timeout -k 2 60 "$PROGS/ngtest" -n 2 -m proc 2>&1)
+if [ "$(echo "$out" | grep -c 'RESULT fail registration: ncclSystemError | .*ar=ok')" = 2 ] &&
+   [ "$(echo "$out" | grep -c 'fphook: nccl.ncclGroupEnd sleeps')" = 2 ] &&
+   echo "$out" | grep -q 'did not return 1 s after NCCLGUARD_TIMEOUT' && ! echo "$out" | grep -q 'before its agreement channel existed'; then
+  pass slow-round-launch-leaves-communicator
+else
+  fail slow-round-launch-leaves-communicator "$(echo "$out" | grep -E 'RESULT|fphook|existed|did not return' | head -6 | cut -c1-160 | tr '\n' ' ')"
+fi
+
 # NG_FAILWALK_RANKS: the rank counts to walk (default 2, what CI runs; "3 4": the documented longer run,
 # its result in tests/failpoints-RESULTS.md); NG_FAILWALK_VERSIONS: the fakes' versions (default all four);
 # NG_FAILWALK_SCENARIOS: the scenarios (default: below); NG_FAILWALK_JOBS: cases run at once (default 4)

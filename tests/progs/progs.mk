@@ -12,7 +12,7 @@ PROGS_COMMON := $(PROGS_SRCDIR)/common.c
 NGTEST_SRC := $(addprefix $(PROGS_SRCDIR)/,ngtest.c launch.c scenario.c common.c)
 PROGS_NAMES := ngtest libconsumer.so dlopen_local fork_after soak bench devcomm_then_bad preflight_cases faults two_nccl \
   wrongdata twocomm orders manycomm explore failwalk repeat dlsym_handle libnextprobe.so memalloc \
-  libnotready.so libtracer.so cpubench
+  libnotready.so libtracer.so libfphook.so cpubench
 PROGS_CFLAGS = $(ALL_CFLAGS) -I$(PROGS_SRCDIR) $(if $(NCCL_INCLUDE),-I$(NCCL_INCLUDE)) $(if $(CUDA_INCLUDE),-I$(CUDA_INCLUDE))
 
 # Linked by soname file name, so no libnccl.so / libcudart.so development links are needed.
@@ -94,6 +94,10 @@ $(1)/libtracer.so: $(PROGS_SRCDIR)/tracer.c
 	@mkdir -p $$(@D)
 	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
 	$$(CC) $$(PROGS_CFLAGS) -shared -o $$@ $(PROGS_SRCDIR)/tracer.c -ldl
+$(1)/libfphook.so: $(PROGS_SRCDIR)/fphook.c
+	@mkdir -p $$(@D)
+	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
+	$$(CC) $$(PROGS_CFLAGS) -shared -o $$@ $(PROGS_SRCDIR)/fphook.c
 $(1)/libnotready.so: $(PROGS_SRCDIR)/notready.c
 	@mkdir -p $$(@D)
 	$$(call ng_deps,$$(CC) $$(PROGS_CFLAGS),$$^)
