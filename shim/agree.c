@@ -197,6 +197,7 @@ static double grace_us(void) { return ng_cfg.timeout_s * 1e6 < 5e6 ? 5e6 : ng_cf
 
 static void* wd_main(void* arg) {
   (void)arg;
+  ng_thread_name("ng-watchdog");
   pthread_mutex_lock(&wd_lock);
   for (;;) {
     wd_wake = 0;
@@ -276,7 +277,7 @@ void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline, co
   if (!ng_can_revoke()) return;
   pthread_once(&wd_once, wd_init);
   pthread_mutex_lock(&wd_lock);
-  if (!wd_running && ng_spawn_detached(wd_main, NULL, "ng-watchdog") == 0) wd_running = 1;
+  if (!wd_running && ng_spawn_detached(wd_main, NULL) == 0) wd_running = 1;
   w->next = wd_list;
   wd_list = w;
   if (!wd_running || (wd_wake > 0 && deadline < wd_wake)) pthread_cond_signal(&wd_cond);

@@ -17,6 +17,7 @@
 /* ---- a call on a thread of ncclguard's, waited for until a deadline ----------------------------- */
 static void* offload_main(void* p) {
   struct ng_job* J = p;
+  ng_thread_name("ng-offload");
   ng_tls.lib = J->lib;
   int mode, relaxed = J->relaxed && ng_cuda_relaxed_capture(&mode) == 0; /* never break a capture */
   ng_ctx saved;
@@ -43,7 +44,7 @@ int ng_offload(struct ng_job* J, double until_us) {
   J->done = J->abandoned = 0;
   pthread_mutex_init(&J->mu, NULL);
   ng_cond_init(&J->cv);
-  if (ng_spawn_detached(offload_main, J, "ng-offload") != 0) {
+  if (ng_spawn_detached(offload_main, J) != 0) {
     /* no thread to be had (out of resources): this thread makes the call, as it would without ncclguard */
     int mode, relaxed = J->relaxed && ng_cuda_relaxed_capture(&mode) == 0;
     ng_ctx saved;

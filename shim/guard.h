@@ -109,9 +109,27 @@ struct ng_group {
    * and nothing of the application's is on them yet */
   ncclComm_t* warm;
   int nwarm, capwarm;
+  /* child communicators (split, shrink, grow) made inside the group: NCCL writes the caller's pointer at the
+   * group's end ("*newcomm should be NCCL_COMM_NULL until comm split fully complete", init.cc), where they are
+   * recorded (ng_group_child_later) */
+  struct ng_child* child;
+  int nchild, capchild;
 };
 /* Queue a communicator created inside this thread's group for the warm-up at the group's end. */
 void ng_group_warm_later(ncclComm_t comm);
+/* A child communicator whose creation returned inside a group with the caller's pointer still NULL: what to
+ * record of it once NCCL writes it (at the group's end). */
+struct ng_child {
+  const char* fn;
+  ncclComm_t* slot; /* the caller's newcomm: NCCL writes it by the group's end (its contract with the caller) */
+  double t0;
+  uint64_t cid, parent;
+  int nranks, blocking;
+};
+void ng_group_child_later(const struct ng_child* c);
+/* Record a communicator made by fn (wrap_comm.c); the group's end calls it for the children it waited for. */
+void ng_comm_created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0, uint64_t cid, uint64_t parent,
+                     int rank, int nranks, int blocking_hint);
 struct ng_tls {
   int in_nccl;              /* >0 while this thread is inside the real NCCL: calls are NCCL's own */
   int lib;                  /* the libnccl this call runs with: 0 the primary (real.c), k > 0 another copy (route.c) */
@@ -488,7 +506,7 @@ ncclResult_t ng_wait_ready(ncclComm_t comm, int dev);
  * (entries on one communicator travel as one all-reduce, all communicators in one NCCL group) and
  * come back in place. Returns ncclSuccess when every communicator's round completed in step;
  * otherwise the entries' status says why and each failed communicator is left broken. */
-#define NG_NVOTE 56 /* int32 per registration: a flag per reason, then the slots below (the wire format) */
+#define NG_NVOTE 57 /* int32 per registration: a flag per reason, then the slots below (the wire format) */
 enum ng_agree_status { NG_AGREE_OK, NG_AGREE_TIMEOUT, NG_AGREE_STEP, NG_AGREE_ABORTED, NG_AGREE_FAILED,
                        NG_AGREE_SETTINGS /* completed in step, but the ranks' settings differ: every rank refuses */ };
 struct ng_vote {
@@ -534,7 +552,8 @@ struct watch {
 void ng_watch_arm(struct watch* w, ncclComm_t comm, int dev, double deadline, const char* what, int seq,
                   int reached);
 /* Start fn(arg) on a detached thread: 0 when it runs. */
-int ng_spawn_detached(void* (*fn)(void*), void* arg, const char* name);
+int ng_spawn_detached(void* (*fn)(void*), void* arg);
+void ng_thread_name(const char* name);
 /* pthread_cond_init on CLOCK_MONOTONIC: every condition variable ncclguard waits on with a timeout. */
 int ng_cond_init(pthread_cond_t* cv);
 struct timespec ng_mono_after(double us);

@@ -1,4 +1,4 @@
-/* Threads of ncclguard's own: a detached start (named \"ng-...\", at most 15 characters), and a bounded wait for a flag (agree.c's launch of a
+/* Threads of ncclguard's own: a detached start, a name, and a bounded wait for a flag (agree.c's launch of a
  * first round, wrap_comm.c's bounded abort of a revoked communicator, the watchdog). */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -6,7 +6,7 @@
 
 #include "guard.h"
 
-int ng_spawn_detached(void* (*fn)(void*), void* arg, const char* name) {
+int ng_spawn_detached(void* (*fn)(void*), void* arg) {
   if (NG_FP("thread.spawn")) return 11; /* EAGAIN */
   pthread_t t;
   pthread_attr_t a;
@@ -14,9 +14,12 @@ int ng_spawn_detached(void* (*fn)(void*), void* arg, const char* name) {
   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
   int e = pthread_create(&t, &a, fn, arg);
   pthread_attr_destroy(&a);
-  if (e == 0) (void)pthread_setname_np(t, name); /* what top -H, gdb and /proc/PID/task/TID/comm show */
   return e;
 }
+
+/* Names the calling thread (at most 15 characters: "ng-..."): what top -H, gdb and /proc/PID/task/TID/comm show.
+ * From the thread itself: a detached thread's handle may be gone by the time its creator would name it. */
+void ng_thread_name(const char* name) { (void)pthread_setname_np(pthread_self(), name); }
 
 /* A condition variable whose timed waits run on CLOCK_MONOTONIC (a step of the wall clock neither
  * delays nor hastens them). */

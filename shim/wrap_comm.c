@@ -49,6 +49,40 @@ ncclResult_t ng_refuse_stuck(const char* fn, ncclComm_t comm, double t0, ncclRes
   return res;
 }
 
+/* NCCLGUARD_STRICT at interpreter start (python/ncclguard/_boot.py): NCCLGUARD=1 turns ncclguard on in every
+ * Python program of the environment, most of which never use NCCL (pip, Jupyter's kernels, the doctor): a
+ * configuration the strict rule refuses stops none of them, only the NCCL job it would guard: its root
+ * communicators are refused here, with the reason the package found. Children inherit nothing of it (a
+ * Python child judges its environment itself). */
+static pthread_mutex_t refuse_mu = PTHREAD_MUTEX_INITIALIZER;
+static char refuse_why[600];
+static int refusing;
+
+NG_API void ncclguard_refuse_communicators(const char* why) {
+  pthread_mutex_lock(&refuse_mu);
+  snprintf(refuse_why, sizeof refuse_why, "%s", why && *why ? why : "the configuration is refused");
+  __atomic_store_n(&refusing, 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&refuse_mu);
+}
+
+/* A root communicator's creation refused (refusing set): out[0..n-1] NULL, ncclInvalidUsage, one WARN line. */
+static ncclResult_t refuse_create(const char* fn, ncclComm_t* out, int n, double t0) {
+  for (int i = 0; out && i < n; i++) out[i] = NULL;
+  ng_stat_add(NG_ST_ERRORS, 1);
+  char msg[900];
+  pthread_mutex_lock(&refuse_mu);
+  snprintf(msg, sizeof msg, "%s: the communicator is not created (NCCLGUARD_STRICT=1, and ncclguard was turned on "
+           "at the program's start). Fix: correct that variable (ncclguard-doctor), or NCCLGUARD_STRICT=0 to warn "
+           "and run", refuse_why);
+  pthread_mutex_unlock(&refuse_mu);
+  ng_log_call(NG_LOG_WARN, fn, NULL, ncclInvalidUsage, t0, NG_D_ERROR, NG_R_CONFIG_REFUSED, msg);
+  return ncclInvalidUsage;
+}
+#define NG_REFUSE_CREATE(fn, out, n)                                                                   \
+  do {                                                                                                 \
+    if (__atomic_load_n(&refusing, __ATOMIC_ACQUIRE)) return refuse_create(fn, out, n, ng_now_us()); \
+  } while (0)
+
 ncclResult_t ng_refuse_gone(const char* fn, ncclComm_t comm, double t0) {
   ng_stat_add(NG_ST_ERRORS, 1);
   char msg[200];
@@ -115,6 +149,33 @@ static void created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0
                     int rank, int nranks, int blocking_hint) {
   created_w(fn, comm, res, t0, cid, parent, rank, nranks, blocking_hint, 1);
 }
+void ng_comm_created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0, uint64_t cid, uint64_t parent,
+                     int rank, int nranks, int blocking_hint) {
+  created(fn, comm, res, t0, cid, parent, rank, nranks, blocking_hint);
+}
+
+/* A child communicator (split, shrink, grow): NCCL writes the caller's pointer only when the child's job ends
+ * ("*newcomm should be NCCL_COMM_NULL until comm split fully complete", ncclCommInitChildComm, src/init.cc at
+ * v2.27.7-1 - v2.30.7-1): at once outside a group on a blocking parent; at the group's end inside one; later,
+ * from NCCL's thread, for a nonblocking parent (ncclInProgress). The first is recorded here, the second at the
+ * group's end (wrap_group.c), the third at its first registration (an unknown communicator, policy.c). */
+static void child_created(const char* fn, ncclComm_t* slot, ncclResult_t res, double t0, uint64_t cid, uint64_t parent,
+                          int nranks, int blocking_hint) {
+  if (!slot) return;
+  if (*slot) {
+    created(fn, *slot, res, t0, cid, parent, -1, nranks, blocking_hint);
+    return;
+  }
+  if (res != ncclSuccess && res != ncclInProgress) return;
+  if (ng_grp()->depth > 0) {
+    struct ng_child c = {fn, slot, t0, cid, parent, nranks, blocking_hint};
+    ng_group_child_later(&c);
+    return;
+  }
+  if (ng_log_on(NG_LOG_INFO))
+    ng_log_call(NG_LOG_INFO, fn, NULL, res, t0, NG_D_PASS, NG_R_OK, "the child communicator reaches the application "
+                "when NCCL's background job ends (a nonblocking parent): ncclguard records it at its first registration");
+}
 
 static int cfg_blocking(const ncclConfig_t* config) {
   return !(config && config->blocking == 0);
@@ -137,6 +198,7 @@ NG_API ncclResult_t ncclCommInitRank(ncclComm_t* newcomm, int nranks, ncclUnique
     NG_CALL(res, ncclCommInitRank, newcomm, nranks, commId, rank);
     return res;
   }
+  NG_REFUSE_CREATE("ncclCommInitRank", newcomm, 1);
   double t0 = ng_now_us();
   NG_CALL(res, ncclCommInitRank, newcomm, nranks, commId, rank);
   if (newcomm) created("ncclCommInitRank", *newcomm, res, t0, id_cid(&commId, 1), 0, rank, nranks, 1);
@@ -152,6 +214,7 @@ NG_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUni
     NG_CALL(res, ncclCommInitRankConfig, comm, nranks, commId, rank, config);
     return res;
   }
+  NG_REFUSE_CREATE("ncclCommInitRankConfig", comm, 1);
   double t0 = ng_now_us();
   NG_CALL(res, ncclCommInitRankConfig, comm, nranks, commId, rank, config);
   if (comm)
@@ -169,6 +232,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommInitRankScalable)(ncclComm_t* newcomm, in
     NG_CALL(res, ncclCommInitRankScalable, newcomm, nranks, myrank, nId, commIds, config);
     return res;
   }
+  NG_REFUSE_CREATE("ncclCommInitRankScalable", newcomm, 1);
   double t0 = ng_now_us();
   NG_CALL(res, ncclCommInitRankScalable, newcomm, nranks, myrank, nId, commIds, config);
   if (newcomm)
@@ -185,6 +249,7 @@ NG_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devl
     NG_CALL(res, ncclCommInitAll, comms, ndev, devlist);
     return res;
   }
+  NG_REFUSE_CREATE("ncclCommInitAll", comms, ndev);
   static int calls;
   double t0 = ng_now_us();
   NG_CALL(res, ncclCommInitAll, comms, ndev, devlist);
@@ -230,8 +295,7 @@ NG_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_
   }
   uint64_t cid = child_cid(comm, NG_NEXT_SPLIT, color);
   NG_CALL(res, ncclCommSplit, comm, color, key, newcomm, config);
-  if (newcomm)
-    created("ncclCommSplit", *newcomm, res, t0, cid, pv.cid, -1, 0, cfg_blocking(config) && pv.blocking);
+  child_created("ncclCommSplit", newcomm, res, t0, cid, pv.cid, 0, cfg_blocking(config) && pv.blocking);
   failed("ncclCommSplit", comm, res, t0);
   return res;
 }
@@ -257,8 +321,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommShrink)(ncclComm_t comm, int* excludeRank
   }
   uint64_t cid = child_cid(comm, NG_NEXT_SHRINK, 0);
   NG_CALL(res, ncclCommShrink, comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
-  if (newcomm)
-    created("ncclCommShrink", *newcomm, res, t0, cid, pv.cid, -1, 0, cfg_blocking(config) && pv.blocking);
+  child_created("ncclCommShrink", newcomm, res, t0, cid, pv.cid, 0, cfg_blocking(config) && pv.blocking);
   failed("ncclCommShrink", comm, res, t0);
   return res;
 }
@@ -286,7 +349,7 @@ NG_OPT_API ncclResult_t NG_OPT(ncclCommGrow)(ncclComm_t comm, int nRanks, const 
   /* New ranks know only the id, existing ranks the parent: the cid follows the id when there is one. */
   uint64_t cid = uniqueId ? id_cid(uniqueId, 1) : child_cid(comm, NG_NEXT_GROW, 0);
   NG_CALL(res, ncclCommGrow, comm, nRanks, uniqueId, rank, newcomm, config);
-  if (newcomm) created("ncclCommGrow", *newcomm, res, t0, cid, pv.cid, -1, nRanks, cfg_blocking(config));
+  child_created("ncclCommGrow", newcomm, res, t0, cid, pv.cid, nRanks, cfg_blocking(config));
   failed("ncclCommGrow", comm, res, t0);
   return res;
 }
@@ -323,6 +386,7 @@ struct eol_job {
 
 static void* eol_main(void* p) {
   struct eol_job* J = p;
+  ng_thread_name("ng-end");
   ng_tls.lib = J->lib;
   J->res = real_eol(J->id, J->comm, 0);
   pthread_mutex_lock(&J->mu);
@@ -347,7 +411,7 @@ static int eol_bounded(enum ng_real_id id, ncclComm_t comm, uint64_t gen, ncclRe
     J->id = id, J->comm = comm, J->gen = gen, J->lib = ng_cur_lib();
     pthread_mutex_init(&J->mu, NULL);
     ng_cond_init(&J->cv);
-    threaded = ng_spawn_detached(eol_main, J, "ng-end") == 0;
+    threaded = ng_spawn_detached(eol_main, J) == 0;
   }
   if (!threaded) {
     *res = real_eol(id, comm, 0);

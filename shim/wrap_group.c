@@ -75,6 +75,35 @@ __attribute__((noinline)) static void group_end_warm(struct ng_group* G, ncclRes
   free(w);
 }
 
+/* The children made inside the group, recorded now that NCCL wrote their handles (a blocking group: before its
+ * end returned). A nonblocking group's end returns first and NCCL writes them later, from its own thread: those
+ * are recorded at their first registration instead (policy.c, complete_view), as an unknown one. */
+__attribute__((noinline)) static void group_end_children(struct ng_group* G, ncclResult_t res) {
+  struct ng_child* c = G->child;
+  int n = G->nchild;
+  G->child = NULL;
+  G->nchild = G->capchild = 0;
+  for (int i = 0; i < n; i++) {
+    ncclComm_t comm = res == ncclSuccess ? __atomic_load_n(c[i].slot, __ATOMIC_ACQUIRE) : NULL;
+    if (comm) ng_comm_created(c[i].fn, comm, res, c[i].t0, c[i].cid, c[i].parent, -1, c[i].nranks, c[i].blocking);
+    else if (res == ncclInProgress)
+      ng_log_msg(NG_LOG_INFO, -1, c[i].fn, "the child communicator of a nonblocking group reaches the application "
+                 "when NCCL's job ends: ncclguard records it at its first registration");
+  }
+  free(c);
+}
+
+void ng_group_child_later(const struct ng_child* c) {
+  struct ng_group* G = ng_grp();
+  if (G->nchild == G->capchild) {
+    int cap = G->capchild ? 2 * G->capchild : 8;
+    struct ng_child* nc = ng_realloc("group.child", G->child, (size_t)cap * sizeof *nc);
+    if (!nc) return; /* recorded at its first registration instead (an unknown communicator) */
+    G->child = nc, G->capchild = cap;
+  }
+  G->child[G->nchild++] = *c;
+}
+
 void ng_group_warm_later(ncclComm_t comm) {
   struct ng_group* G = ng_grp();
   if (G->nwarm == G->capwarm) {
@@ -102,6 +131,7 @@ static ncclResult_t group_end(ncclSimInfo_t* sim, int simulate) {
   struct ng_group* G = ng_grp(); /* this libnccl's group (route.c: each copy of NCCL has its own) */
   if (G->depth == 0) return res; /* no group of the application's was open: NCCL refuses, nothing dropped */
   if (--G->depth > 0) return res;
+  if (G->nchild) group_end_children(G, res);
   if (G->nwarm) group_end_warm(G, res);
   if (G->npending == 0 && G->nlost == 0) return res; /* (the data path: one compare more) */
   return group_end_queued(G, res);

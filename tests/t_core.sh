@@ -6,7 +6,7 @@
 want="ncclCommAbort ncclCommDeregister ncclCommDestroy ncclCommFinalize ncclCommGrow ncclCommInitAll
 ncclCommInitRank ncclCommInitRankConfig ncclCommInitRankScalable ncclCommRegister ncclCommResume ncclCommRevoke
 ncclCommShrink ncclCommSplit ncclCommSuspend ncclCommWindowDeregister ncclCommWindowRegister ncclDevCommCreate
-ncclDevCommDestroy ncclGroupEnd ncclGroupSimulateEnd ncclGroupStart ncclMemAlloc ncclguard_handle_sym
+ncclDevCommDestroy ncclGroupEnd ncclGroupSimulateEnd ncclGroupStart ncclMemAlloc ncclguard_handle_sym ncclguard_refuse_communicators
 pncclGroupStart pncclGroupEnd"
 # and dlsym/dlvsym, on x86_64 (shim/dlsym.c: lookups on a libnccl's handle; tests/t_dlsym.sh)
 [ "$(uname -m)" = x86_64 ] && want="$want dlsym dlvsym"

@@ -231,20 +231,31 @@ check_venv() {
     fi
   done
   [ $ok = 1 ] && pass "pth-inactive-$k"
-  # a setting that is wrong stops the program at interpreter start (NCCLGUARD_STRICT, the default): one
-  # line each, status 2, the program not run (NCCLGUARD=maybe too: never unguarded unnoticed); not
-  # strict, NCCLGUARD=maybe is one warning and off
+  # a setting that is wrong at interpreter start (NCCLGUARD_STRICT, the default; NCCLGUARD=maybe too: never
+  # unguarded unnoticed) stops no program: one line each on stderr, and the program runs; the NCCL job it
+  # would guard is refused at its communicator (ncclInvalidUsage, reason=config_refused, the line named), a
+  # program without NCCL ends as without ncclguard; `import ncclguard` still refuses to start (status 2)
   ok=1
   for c in "NCCLGUARD=maybe|NCCLGUARD=maybe is not valid" "NCCLGUARD=1 NCCLGUARD_TIMOUT=5|NCCLGUARD_TIMOUT is not an ncclguard variable (did you mean NCCLGUARD_TIMEOUT?)" \
            "NCCLGUARD=1 NCCLGUARD_TIMEOUT=abc|NCCLGUARD_TIMEOUT=abc is not valid"; do
     # shellcheck disable=SC2086
     vrun "$v" bad ${c%%|*} -- python "$T/consumer.py" "$PROGS/libconsumer.so"
-    if [ "$(rc_of bad)" != 2 ] || [ -s "$T/bad.std" ] || [ "$(wc -l <"$T/bad.err")" != 1 ] \
-       || ! grep -qF "ncclguard: ${c#*|}" "$T/bad.err" || ! has "$T/bad.err" 'not started \(NCCLGUARD_STRICT=0: warn and run( without ncclguard)?\)$'; then
-      ok=0; fail "pth-bad-setting-refused-$k" "${c%%|*}: rc=$(rc_of bad) $(cat "$T/bad.std" "$T/bad.err" | head -5)"
+    # shellcheck disable=SC2086
+    vrun "$v" nonccl ${c%%|*} -- python -c 'print("hello")'
+    if [ "$(rc_of bad)" = 0 ] || [ "$(rc_of bad)" = 2 ] || ! has "$T/bad.std" '^GUARD_MAPPED True$' \
+       || ! grep -qF "ncclguard: ${c#*|}" "$T/bad.err" \
+       || ! has "$T/bad.err" 'this program runs, its NCCL communicators are refused \(NCCLGUARD_STRICT=0: warn and run\)$' \
+       || ! has "$T/bad.err" 'NCCLGUARD WARN fn=ncclCommInit[A-Za-z]* .*result=ncclInvalidUsage .*reason=config_refused' \
+       || ! grep 'reason=config_refused' "$T/bad.err" | grep -qF "${c#*|}" \
+       || [ "$(rc_of nonccl)" != 0 ] || [ "$(cat "$T/nonccl.std")" != hello ] || [ "$(grep -c '^ncclguard: ' "$T/nonccl.err")" != 1 ]; then
+      ok=0; fail "pth-bad-setting-refuses-communicators-$k" "${c%%|*}: rc=$(rc_of bad)/$(rc_of nonccl) $(cat "$T/bad.std" "$T/bad.err" "$T/nonccl.err" | head -8)"
     fi
   done
-  [ $ok = 1 ] && pass "pth-bad-setting-refused-$k"
+  [ $ok = 1 ] && pass "pth-bad-setting-refuses-communicators-$k"
+  vrun "$v" imp NCCLGUARD_TIMEOUT=abc -- python -c 'import ncclguard; print("started")'
+  if [ "$(rc_of imp)" = 2 ] && [ ! -s "$T/imp.std" ] && has "$T/imp.err" '^ncclguard: NCCLGUARD_TIMEOUT=abc is not valid.*not started'; then
+    pass "import-bad-setting-refused-$k"
+  else fail "import-bad-setting-refused-$k" "rc=$(rc_of imp) $(cat "$T/imp.std" "$T/imp.err" | head -3)"; fi
   vrun "$v" bad NCCLGUARD_STRICT=0 NCCLGUARD=maybe -- python "$T/consumer.py" "$PROGS/libconsumer.so"
   if [ "$(rc_of bad)" = 0 ] && has "$T/bad.std" '^GUARD_MAPPED False$' && [ "$(wc -l <"$T/bad.err")" = 1 ] \
      && has "$T/bad.err" 'NCCLGUARD WARN fn=python.activate msg="NCCLGUARD=maybe is not valid'; then

@@ -27,17 +27,22 @@ def switch_line():
     """What NCCLGUARD does for the other Python programs of this environment, in words."""
     on, bad = _boot.switch()
     pth = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ncclguard.__file__))), "ncclguard.pth")
+    try:
+        from ncclguard_hook import _config
+        strict = _config.strict()
+        problems = _config.problems() if strict and _config.available() else []
+    except Exception:  # noqa: BLE001 - no table: the default
+        strict, problems = True, []
+    refused = "Python programs of this environment run, and the NCCL communicators they create are refused " \
+        "(ncclInvalidUsage, reason=config_refused); import ncclguard refuses to start (status 2); " \
+        "NCCLGUARD_STRICT=0: warn and run"
     if bad:
-        try:
-            from ncclguard_hook import _config
-            strict = _config.strict()
-        except Exception:  # noqa: BLE001 - no table: the default
-            strict = True
         if strict:
-            return bad.replace("; not turned on", "") + ": Python programs of this environment refuse to start " \
-                "(status 2), and so does import ncclguard (NCCLGUARD_STRICT=0: they start without ncclguard)"
+            return bad.replace("; not turned on", "") + ": " + refused
         return bad.replace("; not turned on", "") + ": Python programs start without ncclguard, and " \
             "import ncclguard does not turn it on"
+    if on is True and problems and os.path.isfile(pth):
+        return "NCCLGUARD=%s, but %s: %s" % (os.environ["NCCLGUARD"], "; ".join(problems), refused)
     if on is None:
         return "not set: a program turns ncclguard on with `import ncclguard` first, or NCCLGUARD=1 at start"
     if on is False:

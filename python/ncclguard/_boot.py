@@ -4,8 +4,11 @@ activate(), once per process:
 0. NCCLGUARD set to a false value (0/false/no/off): nothing, nothing checked. Otherwise every
    NCCLGUARD_* variable of the environment and NCCLGUARD are judged by the table: under
    NCCLGUARD_STRICT (the default) a value that is not valid or an unknown NCCLGUARD_* name (the
-   closest variable named) refuses the start: one line each on stderr, status 2 (SystemExit; os._exit
-   at interpreter start, ncclguard.pth). NCCLGUARD_STRICT=0: warnings (the library's at load).
+   closest variable named) refuses: one line each on stderr; after `import ncclguard`, status 2
+   (SystemExit); at interpreter start (NCCLGUARD=1 through ncclguard.pth), where most programs never use
+   NCCL, the program runs and ncclguard is turned on refusing its NCCL communicators (ncclInvalidUsage,
+   the library's ncclguard_refuse_communicators, reason=config_refused), an invalid NCCLGUARD included.
+   NCCLGUARD_STRICT=0: warnings (the library's at load).
 1. NCCLGUARD neither true nor false (not strict): one WARN line, nothing else.
    The verdict on a value is the table's (shim/vars.def, through ncclguard_hook._config: the words
    in any case, nothing stripped), the one the launcher and the doctor give: switch().
@@ -134,7 +137,8 @@ def _export_for_children(lib):
     if not any(_is_guard(e) for e in entries):
         os.environ["LD_PRELOAD"] = lib + (":" + pre if pre else "")
         STATE["exported_preload"] = pre if pre else None
-    if switch()[0] is not True:
+    on, bad = switch()
+    if on is not True and not bad:  # (a value that is not valid stays: the children judge it as this one did)
         STATE["exported_ncclguard"] = os.environ.get("NCCLGUARD")
         os.environ["NCCLGUARD"] = "1"
 
@@ -267,7 +271,38 @@ def _check(bad):
     if bad:
         lines.insert(0, bad.split("; not turned on")[0])
     if lines:
+        if _in_site():
+            _defer(lines)
+            return True
         _refuse(lines, switch_bad=bool(bad))
+    return False
+
+
+def _defer(lines):
+    """NCCLGUARD_STRICT at interpreter start (NCCLGUARD=1 through ncclguard.pth): most Python programs of
+    the environment never use NCCL (pip, Jupyter, the doctor), so none is stopped; ncclguard is turned on
+    and refuses the NCCL communicators this program creates (the library's
+    ncclguard_refuse_communicators), naming the lines. The lines go to stderr once, at the start."""
+    STATE["refuse"] = "; ".join(lines)
+    try:
+        for i, line in enumerate(lines):
+            sys.stderr.write("ncclguard: %s%s\n" % (line, "; this program runs, its NCCL communicators are refused "
+                             "(NCCLGUARD_STRICT=0: warn and run)" if i == len(lines) - 1 else ""))
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001 - the library still refuses
+        pass
+
+
+def _refuse_comms(guard):
+    """Hands the deferred refusal (STATE["refuse"]) to the library: its root communicators fail from now on."""
+    why = STATE.get("refuse")
+    if not why or guard is None:
+        return
+    try:
+        guard.ncclguard_refuse_communicators(why.encode("utf-8", "replace"))
+        STATE["refusing"] = True
+    except (AttributeError, TypeError, ValueError) as err:
+        _warn("the refusal of NCCL communicators is not in effect: %s: %s" % (err.__class__.__name__, err))
 
 
 def _activate():
@@ -275,8 +310,8 @@ def _activate():
     if on is False and not bad:
         STATE["state"] = "off"
         return "off"
-    _check(bad)
-    if on is False:
+    deferred = _check(bad)
+    if on is False and not deferred:
         _warn(bad)
         STATE["state"] = "off"
         return "off"
@@ -311,6 +346,7 @@ def _activate():
             return STATE["state"]
         STATE["state"] = "loaded"
     STATE["lib"] = lib
+    _refuse_comms(guard)
     _export_for_children(lib)
     if guard is not None:
         try:

@@ -112,6 +112,7 @@ EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 static void *worker_main(void *arg)
 {
   struct CUstream_st *s = arg;
+  (void)pthread_setname_np(pthread_self(), "fake-stream");
   pthread_mutex_lock(&fc_lock);
   for (;;) {
     while (!s->head && !s->destroyed) pthread_cond_wait(&fc_cond, &fc_lock);
@@ -149,7 +150,6 @@ static CUresult push(struct CUstream_st *s, CUhostFn fn, void *data, int owned)
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     pthread_attr_destroy(&a);
-    (void)pthread_setname_np(t, "fake-stream");
     s->worker = 1;
   }
   if (s->tail) s->tail->next = it; else s->head = it;

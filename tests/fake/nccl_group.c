@@ -158,6 +158,7 @@ ncclResult_t fn_run_now(struct fn_op *list)
 
 static void *bg_main(void *arg)
 {
+  (void)pthread_setname_np(pthread_self(), "fake-group");
   fn_run_now(arg);
   return NULL;
 }
@@ -175,7 +176,6 @@ static ncclResult_t run_list(struct fn_op *list)
   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
   int e = pthread_create(&t, &a, bg_main, list);
   pthread_attr_destroy(&a);
-  if (e == 0) (void)pthread_setname_np(t, "fake-group");
   if (e != 0) return fn_run_now(list);
   return ncclInProgress;
 }

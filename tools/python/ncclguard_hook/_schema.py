@@ -88,6 +88,7 @@ REASONS = (
     ("shared_window", "INFO", "lib"),
     ("layout_mismatch", "WARN", "lib"),
     ("wrong_handle", "WARN", "lib"),
+    ("config_refused", "WARN", "lib"),
     ("lazy_comm", "INFO", "hook"),
     ("warmup_no_comm", "WARN", "hook"),
     ("comm_exists", "INFO", "hook"),
