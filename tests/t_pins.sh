@@ -48,6 +48,14 @@ if [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*child-reg=ncclSuccess 
   pass pin-split-of-nonblocking-parent
 else fail pin-split-of-nonblocking-parent "rc=$rc: $(echo "$out" | grep RESULT | tr '\n' '|') $(logs split | grep -E 'fn=ncclCommSplit|WARN' | head -3 | cut -c1-200 | tr '\n' '|')"; fi
 
+# a split inside a group (one thread drives both ranks): NCCL writes the children at the group's end, where they
+# are recorded with their parent (not at their first registration as unknown ones)
+run splitgrp -- "$PROGS/ngtest" -m group -n 2 --split
+if [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*child-reg=ncclSuccess child-win=0x')" = 2 ] \
+   && [ "$(logs splitgrp | grep -Ec 'fn=ncclCommSplit comm=0x[0-9a-f]+ cid=[0-9a-f]+ .*parent=[0-9a-f]+ .*result=ncclSuccess')" = 2 ]; then
+  pass pin-split-in-group-recorded-at-group-end
+else fail pin-split-in-group-recorded-at-group-end "rc=$rc: $(logs splitgrp | grep -E 'fn=ncclCommSplit|WARN' | head -3 | cut -c1-200 | tr '\n' '|')"; fi
+
 # window sizes that differ where the allocations do not are no layout that parts (NCCL 2.28.9 places a
 # window by its allocation, docs/NCCL.md): registered on every rank, no layout_mismatch
 run wsize FAKE_NCCL_VERSION=22809 NGTEST_ENV_RANK1=NGTEST_REG_SIZE=1048576 -- "$PROGS/ngtest" --expect-win nonnull --timeout 30
