@@ -308,6 +308,16 @@ ncclguard: NCCLGUARD_TIMEOT is not an ncclguard variable (did you mean NCCLGUARD
   if [ $rc = 2 ] && [ "$out" = 'ncclguard: NCCLGUARD_TIMEOUT=abc is not valid (expected a number in [0.001, 10000000]); not started (NCCLGUARD_STRICT=0: warn and run)' ]; then
     pass config-python-checkout-refuses
   else fail config-python-checkout-refuses "rc=$rc (want 2): $(echo "$out" | tr '\n' '|')"; fi
+  # a log file the library could not write (it would fall back to stderr in every process) is refused as the
+  # launcher refuses it: a missing directory, a kernel file system
+  out=$(pyrun NCCLGUARD_LOG_FILE="$T/none/x.log"); rc=$?
+  out2=$(pyrun NCCLGUARD_LOG_FILE=/proc/x.log); rc2=$?
+  out3=$(pyrun NCCLGUARD_LOG_FILE="$T/x.%p.log"); rc3=$?
+  if [ $rc = 2 ] && [ "$out" = "ncclguard: NCCLGUARD_LOG_FILE=$T/none/x.log: directory $T/none does not exist (create it, or use ncclguard-run --log-dir DIR, which does); not started (NCCLGUARD_STRICT=0: warn and run)" ] \
+     && [ $rc2 = 2 ] && echo "$out2" | grep -q '^ncclguard: NCCLGUARD_LOG_FILE=/proc/x.log: /proc is a kernel file system' \
+     && [ $rc3 = 0 ]; then
+    pass config-python-log-place-refused
+  else fail config-python-log-place-refused "rc=$rc/$rc2/$rc3: $(printf '%s|%s|%s' "$out" "$out2" "$out3" | tr '\n' '|')"; fi
   out=$(pyrun NCCLGUARD_STRICT=0 NCCLGUARD_ON_FAILURE=eror NCCLGUARD_TIMEOT=3)
   out2=$(pyrun NCCLGUARD_STRICT=0 NCCLGUARD=maybe); rc2=$?
   if echo "$out" | grep -q 'msg="NCCLGUARD_ON_FAILURE=eror is not valid (expected degrade|error); using the default degrade"' \

@@ -89,6 +89,31 @@ if [ $rc = 2 ] && [ $rc2 = 2 ] && [ $rc3 = 2 ] && [ ! -e "$T/ran" ] \
    && [ $rc4 = 0 ] && [ -z "$out4" ] && [ $rc5 = 0 ] && [ $rc6 = 0 ] && [ -z "$out6" ]; then pass run-log-file-missing-dir-refused
 else fail run-log-file-missing-dir-refused "rc=$rc/$rc2/$rc3/$rc4/$rc5/$rc6: '$out' '$out2' '$out3' '$out4'"; fi
 
+# a log place the library could not write is refused as a missing directory is: a kernel file system, a
+# directory given as the file, and (as a user other than root, where setpriv can make one) a directory or a
+# file that user cannot write; --log-dir too
+out=$(clean_env "$RUN" --log-file /proc/x.log true 2>&1); rc=$?
+out2=$(clean_env "$RUN" --log-dir /proc true 2>&1); rc2=$?
+out3=$(clean_env "$RUN" --log-file "$T" true 2>&1); rc3=$?
+if [ $rc = 2 ] && [ "$out" = "ncclguard-run: log file /proc/x.log: /proc is a kernel file system, where no log file can be created (name a directory of yours)" ] \
+   && [ $rc2 = 2 ] && [ "$out2" = "ncclguard-run: log directory /proc: /proc is a kernel file system, where no log file can be created (name a directory of yours)" ] \
+   && [ $rc3 = 2 ] && [ "$out3" = "ncclguard-run: log file $T is a directory (name a file in it, or use --log-dir DIR)" ]; then
+  pass run-log-place-unwritable-refused
+else fail run-log-place-unwritable-refused "rc=$rc/$rc2/$rc3: '$out' '$out2' '$out3'"; fi
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  mkdir -p "$T/rootonly" && chmod 755 "$T/rootonly" && touch "$T/rootonly/f.log" && chmod 644 "$T/rootonly/f.log"
+  chmod 755 "$T"
+  asuser() { setpriv --reuid=65534 --regid=65534 --clear-groups env -i PATH="$PATH" sh "$RUN" "$@" 2>&1; }
+  out=$(asuser --log-file "$T/rootonly/x.log" true); rc=$?
+  out2=$(asuser --log-file "$T/rootonly/f.log" true); rc2=$?
+  out3=$(asuser --log-dir "$T/rootonly" true); rc3=$?
+  if [ $rc = 2 ] && [ "$out" = "ncclguard-run: log file $T/rootonly/x.log: directory $T/rootonly is not writable by this user (name a writable one)" ] \
+     && [ $rc2 = 2 ] && [ "$out2" = "ncclguard-run: log file $T/rootonly/f.log is not writable by this user (name another)" ] \
+     && [ $rc3 = 2 ] && [ "$out3" = "ncclguard-run: log directory $T/rootonly is not writable by this user (name a writable one)" ]; then
+    pass run-log-place-not-writable-refused
+  else fail run-log-place-not-writable-refused "rc=$rc/$rc2/$rc3: '$out' '$out2' '$out3'"; fi
+else echo "# skip run-log-place-not-writable-refused: needs root and setpriv"; fi
+
 out=$(clean_env "$RUN" true 2>&1); rc=$?
 out2=$(clean_env "$RUN" -- sh -c 'exit 7' 2>&1); rc2=$?
 if [ $rc -eq 0 ] && [ -z "$out" ] && [ $rc2 -eq 7 ] && [ -z "$out2" ]; then pass run-silent-and-status

@@ -101,7 +101,36 @@ def problems(environ=None):
             v = env[name]
             kind, expect = _vars.VARS[name][0], _vars.VARS[name][5]
             out.append(_vars.REFUSED_VALUE_FMT % (name, "(too long)" if kind == "PATH" else v, expect))
+    lf = log_file_problem(env.get("NCCLGUARD_LOG_FILE"))
+    if lf:
+        out.append(lf)
     return out
+
+
+def log_file_problem(path):
+    """Why the library could not write NCCLGUARD_LOG_FILE=path (it would fall back to stderr in every
+    process), or None: the launcher's check. A directory naming %h, %p or %r is known only in each process."""
+    if not path:
+        return None
+    d = os.path.dirname(path) or "."
+    if any(x in d for x in ("%h", "%p", "%r")):
+        return None
+    real = os.path.realpath(d)
+    if real in ("/proc", "/sys") or real.startswith(("/proc/", "/sys/")):
+        return "NCCLGUARD_LOG_FILE=%s: %s is a kernel file system, where no log file can be created (name a file " \
+            "in a directory of yours)" % (path, d)
+    if not os.path.isdir(d):
+        return "NCCLGUARD_LOG_FILE=%s: directory %s does not exist (create it, or use ncclguard-run --log-dir DIR, " \
+            "which does)" % (path, d)
+    f = path if "%" not in os.path.basename(path) else None
+    if f and os.path.exists(f):
+        if os.path.isdir(f):
+            return "NCCLGUARD_LOG_FILE=%s is a directory (name a file in it, or use ncclguard-run --log-dir)" % path
+        if not os.access(f, os.W_OK):
+            return "NCCLGUARD_LOG_FILE=%s: the file is not writable by this user (name another)" % path
+    elif not os.access(d, os.W_OK | os.X_OK):
+        return "NCCLGUARD_LOG_FILE=%s: directory %s is not writable by this user (name a writable one)" % (path, d)
+    return None
 
 
 def strict(environ=None):
