@@ -131,10 +131,12 @@ static int query_sym(ncclComm_t comm, int version) {
  * registration takes new symmetric address space of the whole allocation, and NCCL's user guide says
  * host APIs do not accept a buffer registered symmetrically more than once; unchanged on NCCL's master
  * of 2026-06). Measured on 1 x H200: 2.29.7 12 of 12 repeats, 2.30.7 5 of 12, then "Allocation failed.
- * No suitable space found" (NVIDIA/nccl#2331). Later releases (2.31, 2.32: source not read) are taken
- * to behave like 2.30.7: serving an exact repeat from the live window is correct on any version. */
+ * No suitable space found" (NVIDIA/nccl#2331). 2.31.2's binary has 2.30.7's layout (symMemoryObtain and
+ * symMemoryDestroy, no symMemoryDropRef); 2.32.3's has symMemoryDropRef back, and 12 of 12 repeats passed
+ * with NCCL alone there (shared/research/2026-12-07-upstream.md): from 2.32.3 NCCL's own reuse is left to it. */
 #define NG_NO_REUSE_FROM 23007
-int ng_nccl_no_reuse(int version) { return version >= NG_NO_REUSE_FROM; }
+#define NG_NO_REUSE_UNTIL 23203
+int ng_nccl_no_reuse(int version) { return version >= NG_NO_REUSE_FROM && version < NG_NO_REUSE_UNTIL; }
 
 void ng_rules_for(ncclComm_t comm, int dev, int nranks, struct ng_rules* r) {
   memset(r, 0, sizeof *r);

@@ -60,7 +60,23 @@ g one -n 1 --times 12 --size 1G
 [ $rc = 0 ] && echo "$out" | grep -q 'windows=12 of 12' && [ "$(logs one | grep -c 'decision=reuse')" = 11 ] \
   && pass repeat-2.30-one-rank || fail repeat-2.30-one-rank "rc=$rc $out"
 
-# 2.28.9 and 2.29: NCCL reuses the allocation itself; ncclguard passes every registration to NCCL
+# 2.31.2: the same as 2.30.7 (its binary has no symMemoryDropRef): NCCL alone exhausts, ncclguard serves
+FAKE_NCCL_VERSION=23102 b -n 2 --times 12 --size 1G
+out0=$out
+FAKE_NCCL_VERSION=23102 g v23102 -n 2 --times 12 --size 1G
+[ "$(echo "$out0" | grep -c 'windows=4 of 12 first_fail=ncclInternalError')" = 2 ] \
+  && [ $rc = 0 ] && both 'windows=12 of 12 first_fail=ncclSuccess allreduce=ok dereg=ok' \
+  && [ "$(logs v23102 | grep -c 'decision=reuse')" = 22 ] \
+  && pass repeat-2.31-served-from-live-window || fail repeat-2.31-served-from-live-window "rc=$rc $out0 $out"
+
+# 2.28.9, 2.29 and 2.32.3 (symMemoryDropRef back): NCCL reuses the allocation itself; ncclguard passes every
+# registration to NCCL
+FAKE_NCCL_VERSION=23203 b -n 2 --times 12 --size 1G
+[ "$(echo "$out" | grep -c 'windows=12 of 12')" = 2 ] && pass repeat-2.32.3-nccl-alone-reuses \
+  || fail repeat-2.32.3-nccl-alone-reuses "rc=$rc $out"
+FAKE_NCCL_VERSION=23203 g v23203 -n 2 --times 12 --size 1G
+[ $rc = 0 ] && both 'windows=12 of 12' && ! logs v23203 | grep -q 'decision=reuse' \
+  && pass repeat-2.32.3-left-to-nccl || fail repeat-2.32.3-left-to-nccl "rc=$rc $out"
 for v in 22809 22903; do
   FAKE_NCCL_VERSION=$v g v$v -n 2 --times 12 --size 1G
   [ $rc = 0 ] && both 'windows=12 of 12' && ! logs v$v | grep -q 'decision=reuse' \

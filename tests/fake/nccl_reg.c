@@ -290,6 +290,10 @@ FN_ALIAS(ncclCommQueryProperties);
  * modelled). A failure does not damage the communicator (not measured inside an application group). */
 #define FN_SYM_NO_REUSE 23007 /* the lookup is present at v2.30.4-1, gone at v2.30.7-1 (docs/NCCL.md §10;
                                  * no tag between was read): from here, no reuse */
+#define FN_SYM_REUSE_AGAIN 23203 /* back in 2.32.3: its binary has symMemoryDropRef again and 12 of 12 repeat
+                                    * registrations passed with NCCL alone; 2.31.2's binary still has only
+                                    * symMemoryObtain/symMemoryDestroy, 2.30.7's layout (shared/research/
+                                    * 2026-12-07-upstream.md, "#2331 is still present" / "#2331 fixed") */
 
 static void sym_space_init(struct ncclComm *c) /* ncclDevrInitOnce; caller holds c->lk */
 {
@@ -367,7 +371,7 @@ static ncclResult_t sym_obtain(struct ncclComm *c, const void *buff, size_t size
   pthread_mutex_lock(&c->lk);
   sym_space_init(c);
   struct fn_symmem *m = NULL;
-  if (v < FN_SYM_NO_REUSE)
+  if (v < FN_SYM_NO_REUSE || v >= FN_SYM_REUSE_AGAIN) /* (2.32.3: the key is not known; modelled as 2.30.4's) */
     for (m = c->mems; m; m = m->next) {
       if (v < 23000 ? m->h[0] == hs[0] /* 2.28, 2.29: by the allocation handle */
                     : m->base == base && m->size == span && m->nseg == nseg &&
