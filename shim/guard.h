@@ -164,6 +164,8 @@ void ng_log_source(void);
 /* The base of the libnccl the wrappers call once it is known (pinned by the first resolved function), else
  * NULL; no lock, no lookup (the export resolvers read it). */
 const void* ng_real_pinned(void);
+/* 1: addr is in a copy of NCCL; 0: in another object (a library that forwards NCCL's functions); -1: none */
+int ng_addr_in_nccl(const void* addr);
 const void* ng_real_lib_base(void);
 const char* ng_real_lib_path(void);
 

@@ -33,14 +33,22 @@ static int is_ours(void* sym) {
   return a.dli_fbase == b.dli_fbase;
 }
 
-static char source_msg[PATH_MAX + 64];
+static char source_msg[2 * PATH_MAX + 160];
 static int source_logged;
 
 /* Remembered here, logged by ng_log_source() once the rank is known (a first line written
  * before would name a per-rank log file %r without the rank). */
+static void* pin_base; /* the base of the libnccl every function comes from (same_library) */
 static void note_path(void* sym, const char* how) {
-  Dl_info info;
+  Dl_info info, p;
   if (lib_path[0] || !dladdr(sym, &info) || !info.dli_fname) return;
+  if (pin_base && info.dli_fbase != pin_base && dladdr(pin_base, &p) && p.dli_fname) {
+    /* a forwarding library's function (a tracer found first): NCCL is the library pinned */
+    snprintf(lib_path, sizeof lib_path, "%s", p.dli_fname);
+    snprintf(source_msg, sizeof source_msg, "real NCCL functions come from %s; %s, found first (via %s), defines "
+             "some of them to forward them and is called for those", lib_path, info.dli_fname, how);
+    return;
+  }
   snprintf(lib_path, sizeof lib_path, "%s", info.dli_fname);
   snprintf(source_msg, sizeof source_msg, "real NCCL functions come from %s (found via %s)", lib_path, how);
 }
@@ -116,14 +124,30 @@ static void* find_lib(const char** how) {
  * copies of libnccl in a process (say an old one first in the global scope and a newer one after
  * it), a function the first lacks must not be taken from the second: it would be called with the
  * first one's communicators. Called with `lock` held. */
-static void* pin_base;
 static void* pin_handle;
+static void pin(void* base, const char* fname) {
+  __atomic_store_n(&pin_base, base, __ATOMIC_RELEASE); /* read without the lock: ng_real_pinned */
+  pin_handle = fname ? dlopen(fname, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+}
 static void* same_library(void* f, const char* name) {
   Dl_info di;
   if (!dladdr(f, &di)) return f;
+  if (ng_addr_in_nccl(f) == 0 && !ng_cfg.nccl_lib[0]) {
+    /* A library that defines this function to forward it, found before NCCL (a tracer or profiler preloaded
+     * after ncclguard): its function is called, as the application's call would reach it without ncclguard,
+     * and it pins nothing: NCCL is the libnccl the process loaded, pinned when found, and a function the
+     * tracer does not define comes from there */
+    if (!pin_base) {
+      const char* how;
+      void* h = find_lib(&how);
+      void* g = h ? lookup(h, name) : NULL;
+      Dl_info dn;
+      if (g && dladdr(g, &dn) && ng_addr_in_nccl(g) == 1) pin(dn.dli_fbase, dn.dli_fname);
+    }
+    return f;
+  }
   if (!pin_base) {
-    __atomic_store_n(&pin_base, di.dli_fbase, __ATOMIC_RELEASE); /* read without the lock: ng_real_pinned */
-    pin_handle = di.dli_fname ? dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+    pin(di.dli_fbase, di.dli_fname);
     return f;
   }
   if (di.dli_fbase == pin_base) return f;

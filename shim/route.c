@@ -186,6 +186,14 @@ static void log_fresh(int fresh, const char* path) {
                path, NG_NLIBS);
 }
 
+/* 1 when addr lies in a copy of NCCL (named libnccl*, defining pncclGetVersion), 0 in another object (a
+ * tracer or other library that defines NCCL's functions to forward them), -1 in none (generated code). */
+int ng_addr_in_nccl(const void* addr) {
+  struct find f;
+  if (!find_object((uintptr_t)addr, &f)) return -1;
+  return f.is_nccl;
+}
+
 /* The index of the libnccl that holds addr (a function found by a lookup), registering it; NG_NOT_NCCL
  * when addr is not in a libnccl. No lock held on entry. */
 static int nccl_index_at(uintptr_t addr, uintptr_t pinned) {

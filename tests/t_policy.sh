@@ -643,15 +643,28 @@ MA_ARGS=--pending ma makept
 ma ma29 FAKE_NCCL_VERSION=22903
 [ $rc = 0 ] && [ "$out" = "memalloc result=1 ptr=null lasterr=cudaSuccess" ] \
   && lhas ma29 "$warn_re cuda_error=none " && pass memalloc-fail-2.29-nothing-left || fail memalloc-fail-2.29-nothing-left "rc=$rc $out | $(logs ma29 | head -2)"
-# a tracer preloaded after ncclguard that defines some NCCL functions (pncclGetVersion) but not ncclMemAlloc (ncclguard
-# takes its functions from it, said in the log): the allocation (no communicator in it) still reaches libnccl, as it
-# does without ncclguard
+# a tracer preloaded after ncclguard that defines some NCCL functions (pncclGetVersion) to forward them, not
+# ncclMemAlloc: the allocation (no communicator in it) still reaches libnccl, as it does without ncclguard
 out=$(LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="$PROGS/libtracer.so" "$MA" 4194304 2>/dev/null); rc0=$?
 out1=$(LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM:$PROGS/libtracer.so" NCCLGUARD_LOG=info \
   NCCLGUARD_LOG_FILE="$T/matr.%p.log" "$MA" 4194304 2>"$T/matr.err"); rc=$?
 [ $rc0 = 0 ] && [ $rc = 0 ] && [ "$out" = "memalloc result=0 ptr=set lasterr=cudaSuccess" ] && [ "$out1" = "$out" ] \
-  && lhas matr 'come from .*libtracer\.so, which is not a copy of NCCL' && pass memalloc-tracer-after-ncclguard \
+  && pass memalloc-tracer-after-ncclguard \
   || fail memalloc-tracer-after-ncclguard "rc=$rc0/$rc '$out' '$out1' $(logs matr | grep -E 'WARN' | head -2)"
+# the same tracer before or after ncclguard, in a job: the job runs as without ncclguard (registration, all-reduce)
+# and the tracer sees the calls it sees without it; after ncclguard, ncclguard's own calls of the functions the
+# tracer defines go through it (as an application's would), the others to libnccl, which is NCCL for the log
+for order in after before; do
+  pre="${NG_PRELOAD_PREFIX:-}$SHIM:$PROGS/libtracer.so"
+  [ $order = before ] && pre="${NG_PRELOAD_PREFIX:-}$PROGS/libtracer.so:$SHIM"
+  out=$(LD_LIBRARY_PATH="$FAKE" LD_PRELOAD="$pre" NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/trc$order.%p.log" \
+        timeout -k 2 60 "$NG" -n 2 -m proc 2>&1); rc=$?
+  if [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok reg=ncclSuccess win=0x')" = 2 ] \
+     && [ "$(echo "$out" | grep -c '^tracer: [1-9][0-9]* ncclGetVersion calls')" -ge 1 ] \
+     && lhas trc$order 'real NCCL functions come from [^ ;]*/libnccl\.so\.2' && ! lhas trc$order 'cannot find the real'; then
+    pass "tracer-$order-ncclguard-job-runs"
+  else fail "tracer-$order-ncclguard-job-runs" "rc=$rc $(echo "$out" | grep -E 'RESULT|tracer' | head -3 | tr '\n' '|') $(logs trc$order | grep -E 'resolve|WARN' | head -2 | cut -c1-200)"; fi
+done
 # success: forwarded, one INFO line, nothing else (no WARN, the runtime untouched)
 for cm in 1 0; do
   out=$(NCCL_CUMEM_ENABLE=$cm NCCLGUARD_LOG=info NCCLGUARD_LOG_FILE="$T/maok$cm.%p.log" fake_run "$MA" 4194304 2>"$T/maok$cm.err"); rc=$?
