@@ -1,5 +1,7 @@
 /* Finding the real NCCL. Each function is looked up once, as `pncclX` first (NCCL's strong
- * symbol, so NCCL's own calls through its public `ncclX` never loop back), then `ncclX`, in:
+ * symbol, so NCCL's own calls through its public `ncclX` never loop back), then `ncclX`, in (a library
+ * found first that is no copy of NCCL and defines `ncclX` or `pncclX` to forward it, a tracer, is called:
+ * same_library):
  *   1. NCCLGUARD_NCCL_LIB, when set (loaded RTLD_LOCAL if not loaded yet);
  *   2. dlsym(RTLD_NEXT): the global scope after us (programs linked against libnccl);
  *   3. a libnccl already loaded RTLD_LOCAL (PyTorch, docs/PYTORCH.md §2): dlopen("libnccl.so.2", RTLD_NOLOAD),
@@ -172,7 +174,11 @@ void* ng_real_primary(enum ng_real_id id) {
     f = h ? lookup(h, ng_real_names[id]) : NULL;
     if (!f) {
       how = "RTLD_NEXT";
-      f = lookup(RTLD_NEXT, ng_real_names[id]);
+      /* A library after ncclguard that defines the public name to forward it (a tracer or profiler preloaded
+       * after ncclguard; most define ncclX alone) is called, as the application's call reaches it without
+       * ncclguard; NCCL's own pncclX is taken only from a copy of NCCL */
+      void* t = ng_dl_sym(RTLD_NEXT, ng_real_names[id]);
+      f = t && !is_ours(t) && ng_addr_in_nccl(t) == 0 ? t : lookup(RTLD_NEXT, ng_real_names[id]);
     }
     if (!f) {
       h = find_lib(&how);
