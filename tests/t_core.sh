@@ -24,6 +24,14 @@ out=$(cd "$T" && env LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG=trac
 [ -z "$out" ] && [ -z "$(ls "$T" | grep inert)" ] && pass inert-true || fail inert-true "output '$out' or a log file"
 out=$(env LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_LOG=trace sh -c 'echo hello; ls / >/dev/null' 2>&1)
 [ "$out" = hello ] && pass inert-shell || fail inert-shell "output: $out"
+# NCCLGUARD_STATS=1 on a healthy job: the summary line at any level (also NCCLGUARD_LOG=off), as INFO (alerting keyed
+# on WARN stays quiet); a job where something failed: WARN
+out=$(NCCLGUARD_STATS=1 NCCLGUARD_LOG=off fake_run "$PROGS/ngtest" -n 2 -m proc 2>&1)
+out2=$(NCCLGUARD_STATS=1 fake_run "$PROGS/ngtest" -n 2 -m proc --alloc cuda0 --expect-win null 2>&1)
+if [ "$(echo "$out" | grep -c 'NCCLGUARD INFO fn=summary calls=[0-9]* .*errors=0 ')" = 2 ] && ! echo "$out" | grep -q 'WARN' \
+   && [ "$(echo "$out2" | grep -c 'NCCLGUARD WARN fn=summary .*degraded=1 ')" = 2 ]; then
+  pass stats-summary-info-when-healthy
+else fail stats-summary-info-when-healthy "$(echo "$out" "$out2" | grep -E 'summary|RESULT' | cut -c1-160 | tr '\n' '|')"; fi
 
 # --- configuration --------------------------------------------------------------------------
 out=$(env LD_PRELOAD="${NG_PRELOAD_PREFIX:-}$SHIM" NCCLGUARD_DUMP_CONFIG=1 NCCLGUARD_LOG=off /bin/true 2>&1)
