@@ -70,7 +70,7 @@ else fail fresh-clone-demo-plain-short-lines "escape codes: $(grep -c "$esc" "$O
 # it ends with ncclguard-report on the logs it wrote: the command, then the report's first line,
 # and the output's last line is the end of the report's
 logs=$(ls "$T/clone/build/demo-logs"/*/*.log 2>/dev/null | wc -l)
-cmdline=$(grep -n '^\$ ncclguard-report build/demo-logs$' "$O" | cut -d: -f1 | tail -1)
+cmdline=$(grep -n '^\$ build/ncclguard-report build/demo-logs$' "$O" | cut -d: -f1 | tail -1)
 rep="$T/clone/build/demo-logs/report.out"
 last=$(tail -n 1 "$O" | sed 's/^ *//')
 if [ "$logs" = 3 ] && [ -n "$cmdline" ] && sed -n "$((cmdline + 1))p" "$O" | grep -q '^ncclguard-report: 3 files, ' \

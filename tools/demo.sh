@@ -59,15 +59,19 @@ bad=0
 rm -rf "$LOGS" && mkdir -p "$LOGS" || exit 1
 L=$(rel "$LOGS")
 
+# the commands as they can be typed from here (each line under 100 characters)
+echo "The commands below run as shown after:"
+echo "\$ export LD_LIBRARY_PATH=$(rel "$B")/fake   # the fake NCCL of the tests: no GPU needed"
 say "1. PyTorch's lazy communicator: ncclCommWindowRegister(NULL comm, ...) on NCCL 2.28.9"
-echo "\$ ngtest -n 1 -m thread --null-comm"
+echo "\$ $(rel "$NG") -n 1 -m thread --null-comm"
 echo "   without ncclguard:"
 run 10 "$NG" -n 1 -m thread --null-comm >"$LOGS/1-without.out" 2>&1
 rc=$?
 [ $rc -ge 128 ] && echo "   -> the process died with signal $((rc - 128)) (SIGSEGV), like torchrun's 'signal 11'" \
                || echo "   -> exit status $rc"
 echo "   with ncclguard:"
-echo "\$ $(rel "$RUN") -d $L/1-null-comm -- ngtest -n 1 -m thread --null-comm"
+echo "\$ $(rel "$RUN") -d $L/1-null-comm -- \\"
+echo "    $(rel "$NG") -n 1 -m thread --null-comm"
 run 10 "$RUN" -d "$LOGS/1-null-comm" -- "$NG" -n 1 -m thread --null-comm >"$LOGS/1-with.out" 2>&1
 warns "$LOGS/1-null-comm"
 grep -E 'RESULT' "$LOGS/1-with.out" | sed 's/^/   /'
@@ -75,12 +79,13 @@ grep -q 'RESULT ok' "$LOGS/1-with.out" || bad=1
 echo "   -> an error return instead of a crash; the report below says what to change"
 
 say "2. cudaMalloc on rank 0, ncclMemAlloc on rank 1 (2 processes): NCCL alone hangs rank 1"
-echo "\$ ngtest -n 2 --alloc cuda0 --iters 3"
+echo "\$ $(rel "$NG") -n 2 --alloc cuda0 --iters 3"
 echo "   without ncclguard (stopped after 5 s):"
 run 5 "$NG" -n 2 --alloc cuda0 --iters 3 >"$LOGS/2-without.out" 2>&1
 [ $? = 124 ] && echo "   -> hang: killed by timeout" || echo "   -> finished?"
 echo "   with ncclguard:"
-echo "\$ $(rel "$RUN") -d $L/2-cuda0 -- ngtest -n 2 --alloc cuda0 --iters 3"
+echo "\$ $(rel "$RUN") -d $L/2-cuda0 -- \\"
+echo "    $(rel "$NG") -n 2 --alloc cuda0 --iters 3"
 run 30 "$RUN" -d "$LOGS/2-cuda0" -- "$NG" -n 2 --alloc cuda0 --iters 3 >"$LOGS/2-with.out" 2>&1
 warns "$LOGS/2-cuda0"
 grep -E 'RESULT' "$LOGS/2-with.out" | sort | sed 's/^/   /'
@@ -89,7 +94,7 @@ echo "   -> both ranks took the same decision (an unregistered buffer), the all-
 echo "      results are right, the job ends"
 
 say "3. What every rank did, from the logs (ncclguard-report; see README.md)"
-echo "\$ ncclguard-report $L"
+echo "\$ $(rel "$REPORT") $L"
 "$REPORT" "$L" >"$LOGS/report.out" 2>&1
 rc=$?
 wrap <"$LOGS/report.out"
