@@ -231,7 +231,8 @@ if [ -e "$FAKE/libcuda.so.1" ] && [ -e "$FAKE/libnccl.so.2" ]; then
   else fail doctor-fake "rc=$rc: $(echo "$out" | head -20 | tr '\n' '|')"; fi
 
   out=$(clean_env LD_LIBRARY_PATH="$FAKE" FAKE_NCCL_VERSION=23007 timeout 60 "$DOC" --no-python 2>&1); rc=$?
-  if [ $rc -eq 0 ] && echo "$out" | grep -Eq '^OK +nccl\.null-comm' && echo "$out" | grep -Eq '^OK +nccl\.graph-capture' \
+  if [ $rc -eq 0 ] && echo "$out" | grep -Eq '^WARN +nccl\.null-comm .*symm_mem\.rendezvous on a lazy communicator fails .*fix: run the job under ncclguard-run or NCCLGUARD=1' \
+     && echo "$out" | grep -Eq '^OK +nccl\.graph-capture' \
      && echo "$out" | grep -Eq '^OK +cuda\.devices +8 devices'; then pass doctor-fake-version
   else fail doctor-fake-version "rc=$rc: $(echo "$out" | head -8 | tr '\n' '|')"; fi
 
@@ -255,10 +256,12 @@ if [ -e "$FAKE/libcuda.so.1" ] && [ -e "$FAKE/libnccl.so.2" ]; then
           "NVIDIA/nccl#1828 NVIDIA/nccl#1735 NVIDIA/nccl#1963 NVIDIA/nccl#2241 NVIDIA/nccl#2058 sgl-project/sglang#36943" \
         && rows_ok "$o29" "NVIDIA/nccl#1963 NVIDIA/nccl#2241 sgl-project/sglang#36943 NVIDIA/nccl#2058" \
           "NVIDIA/nccl#2331 NVIDIA/nccl#2198 NVIDIA/nccl#1828")
-  if [ $rc -eq 0 ] && [ -z "$why" ] && [ $r27 -eq 0 ] && [ $r28 -eq 0 ] && [ $r29 -eq 0 ] \
+  # (--strict's status 1 comes from the one WARN row, the lazy communicator unguarded: nccl.null-comm)
+  if [ $rc -eq 1 ] && [ -z "$why" ] && [ $r27 -eq 0 ] && [ $r28 -eq 0 ] && [ $r29 -eq 0 ] \
+     && [ "$(echo "$out" | grep -E '^WARN ' | awk '{print $2}')" = nccl.null-comm ] \
      && echo "$out" | grep -Eq '^INFO +nccl\.known-bug +NCCL 2\.30\.7: NVIDIA/nccl#2331 .*ncclguard guards it: .*https://github\.com/NVIDIA/nccl/issues/2331 +fix: ' \
      && echo "$o29" | grep -Eq '^INFO +nccl\.known-bug +NCCL 2\.29\.7: sgl-project/sglang#36943 .*ncclguard makes it clear: ' \
-     && echo "$out" | grep -Eq '^ncclguard-doctor: [0-9]+ OK, [0-9]+ INFO, 0 WARN, 0 FAIL$' \
+     && echo "$out" | grep -Eq '^ncclguard-doctor: [0-9]+ OK, [0-9]+ INFO, 1 WARN, 0 FAIL$' \
      && ! echo "$out$o27$o28$o29" | grep 'known-bug' | grep -q '`'; then pass doctor-known-bugs-by-version
   else fail doctor-known-bugs-by-version "rc=$rc/$r27/$r28/$r29 $why: $(echo "$out" | grep -E 'known-bug|^ncclguard-doctor' | cut -c1-90 | tr '\n' '|')"; fi
 
@@ -279,7 +282,7 @@ if [ -e "$FAKE/libcuda.so.1" ] && [ -e "$FAKE/libnccl.so.2" ]; then
   long=$(printf '%s\n' "$out" "$o27" "$o28" "$o29" | grep 'known-bug' | sed 's/  fix: .*//' | awk 'length($0) >= 400 || /\([^()]*\(/')
   if echo "$o28" | grep -Eq '^WARN +nccl\.null-comm .*\(pytorch/pytorch#188567\)' \
      && echo "$o28" | grep -Eq '^WARN +nccl\.graph-capture .*vllm-project/vllm#54626\)' \
-     && echo "$o29" | grep -Eq '^OK +nccl\.null-comm .*\(pytorch/pytorch#188567\)' \
+     && echo "$o29" | grep -Eq '^WARN +nccl\.null-comm .*invalid argument.*\(pytorch/pytorch#188567\)' \
      && ! printf '%s\n' "$o27" "$o28" "$o29" "$g28" | grep 'known-bug' | grep -Eq 'pytorch/pytorch#188567|vllm-project/vllm#54626' \
      && [ -z "$long" ] && [ $g_ok = 1 ]; then
     pass doctor-known-bugs-one-line-each
@@ -536,7 +539,7 @@ elif [ -e "$FAKE/libcuda.so.1" ] && [ -e "$FAKE/libnccl.so.2" ]; then
      && [ "$(printf '%s\n' "$full" | grep -Ec "^OK +$rows .*; guarded: ncclguard is on \(libncclguard\.so preloaded\)")" -eq 5 ] \
      && ! printf '%s\n' "$full" | grep -Eq '^WARN ' && printf '%s\n' "$full" | grep -q '^ncclguard-doctor: [0-9]* OK, [0-9]* INFO, 0 WARN, 0 FAIL$' \
      && [ $ru -eq 1 ] && [ "$ug" -eq 5 ] && [ "$(printf '%s\n' "$u" | wc -l)" -eq 5 ] \
-     && printf '%s\n' "$u" | grep -Eq '^WARN +nccl\.null-comm .*fix: run the job under ncclguard-run'; then pass doctor-guarded-under-ncclguard-run
+     && printf '%s\n' "$u" | grep -Eq '^WARN +nccl\.null-comm .*fix: run the job under ncclguard-run or NCCLGUARD=1'; then pass doctor-guarded-under-ncclguard-run
   else fail doctor-guarded-under-ncclguard-run "guarded -q rc=$rq '$(echo "$q" | tr '\n' '|')' full rc=$rf / unguarded rc=$ru $ug WARN: $(echo "$full" "$u" | grep -E "$rows" | tr '\n' '|')"; fi
 
   p=$(dg NCCLGUARD=1 "$DOC" -q --strict 2>&1); rp=$?

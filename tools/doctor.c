@@ -392,15 +392,21 @@ static void nccl_version_checks(int code, const char *prefix) {
   char v[32], name[64];
   version_str(code, v, sizeof v);
   snprintf(name, sizeof name, "%s.null-comm", prefix);
-  if (code < NG_NCCL_VERSION(2, 29, 0) && guard_on)
-    report(OK, name, NULL,
-           "NCCL %s: ncclCommWindowRegister on a NULL communicator dereferences it (SIGSEGV, before 2.29; %s); guarded: ncclguard is on "
-           "(%s) and answers it with ncclInvalidArgument", v, NULL_COMM_REPORT, guard_how);
-  else if (code < NG_NCCL_VERSION(2, 29, 0))
-    report(WARN, name, "run the job under ncclguard-run (answers it with ncclInvalidArgument), and create communicators eagerly (PyTorch: init_process_group(..., device_id=...))",
-           "NCCL %s: ncclCommWindowRegister on a NULL communicator dereferences it (SIGSEGV, before 2.29) - what a lazy PyTorch communicator triggers (%s)", v, NULL_COMM_REPORT);
+  /* PyTorch's lazy communicator (symm_mem.rendezvous before any collective): NCCL dereferences the NULL
+   * communicator before 2.29 (SIGSEGV) and refuses it from 2.29 (ncclInvalidArgument: "Failed to window register
+   * segment ... invalid argument", the error the user has); the fix is the same on both, the PyTorch hook of
+   * ncclguard-run / NCCLGUARD=1, which creates the communicator before the rendezvous */
+  const char *fix = "run the job under ncclguard-run or NCCLGUARD=1 (its PyTorch hook creates the communicator before "
+                    "symm_mem.rendezvous), or create communicators eagerly (init_process_group(..., device_id=...))";
+  int crash = code < NG_NCCL_VERSION(2, 29, 0);
+  const char *what = crash ? "ncclCommWindowRegister on a NULL communicator dereferences it (SIGSEGV, before 2.29)"
+                           : "ncclCommWindowRegister on a NULL communicator returns ncclInvalidArgument (2.29+): PyTorch's "
+                             "symm_mem.rendezvous on a lazy communicator fails with \"Failed to window register ... invalid argument\"";
+  if (guard_on)
+    report(OK, name, NULL, "NCCL %s: %s (%s); guarded: ncclguard is on (%s): its PyTorch hook creates the communicator first, "
+           "and a NULL one elsewhere is a clean ncclInvalidArgument", v, what, NULL_COMM_REPORT, guard_how);
   else
-    report(OK, name, NULL, "NCCL %s: a NULL communicator returns ncclInvalidArgument (2.29+), no crash (%s)", v, NULL_COMM_REPORT);
+    report(WARN, name, fix, "NCCL %s: %s - what a lazy PyTorch communicator triggers (%s)", v, what, NULL_COMM_REPORT);
   snprintf(name, sizeof name, "%s.graph-capture", prefix);
   if (code < NG_NCCL_VERSION(2, 30, 7) && guard_on) {
     const char *cap = getenv("NCCLGUARD_CAPTURE");
