@@ -127,7 +127,8 @@ struct ng_child {
   int nranks, blocking;
 };
 void ng_group_child_later(const struct ng_child* c);
-/* Record a communicator made by fn (wrap_comm.c); the group's end calls it for the children it waited for. */
+/* Record a child communicator NCCL wrote at the end of the group it was made in (wrap_comm.c), its warm-up
+ * queued with the group's (ng_group_warm_later). */
 void ng_comm_created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0, uint64_t cid, uint64_t parent,
                      int rank, int nranks, int blocking_hint);
 struct ng_tls {

@@ -831,7 +831,7 @@ static int cut_steps(const struct ng_regreq* reqs, int n, int* step) {
 ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
   if (n <= 0) return ncclSuccess;
   struct ng_vote* votes = ng_calloc("policy.votes", (size_t)n, sizeof *votes);
-  int* step = ng_calloc("policy.steps", (size_t)n, sizeof *step);
+  int* step = ng_calloc("policy.steps", 2 * (size_t)n, sizeof *step); /* each one's step; then in step order */
   struct ng_regreq* tmp = n > 1 ? ng_calloc("policy.order", (size_t)n, sizeof *tmp) : NULL;
   if (!votes || !step || (n > 1 && !tmp)) {
     free(votes), free(step), free(tmp);
@@ -845,9 +845,9 @@ ncclResult_t ng_policy_register(struct ng_regreq* reqs, int n) {
     int k = 0;
     for (int s = 0; s < nsteps; s++)
       for (int i = 0; i < n; i++)
-        if (step[i] == s) tmp[k] = reqs[i], step[k] = -1 - s, k++;
+        if (step[i] == s) tmp[k] = reqs[i], step[n + k] = s, k++;
     memcpy(reqs, tmp, (size_t)n * sizeof *reqs);
-    for (int i = 0; i < n; i++) step[i] = -1 - step[i];
+    memcpy(step, step + n, (size_t)n * sizeof *step);
   }
   free(tmp);
   for (int a = 0; a < n;) {

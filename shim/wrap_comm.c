@@ -149,9 +149,13 @@ static void created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0
                     int rank, int nranks, int blocking_hint) {
   created_w(fn, comm, res, t0, cid, parent, rank, nranks, blocking_hint, 1);
 }
+/* A child NCCL wrote at the end of the group it was made in: recorded now; its warm-up joins the group's
+ * (group_end_warm: the children of one group warmed up together, as a thread driving several of their
+ * ranks needs: each alone would wait for its peers' connection) */
 void ng_comm_created(const char* fn, ncclComm_t comm, ncclResult_t res, double t0, uint64_t cid, uint64_t parent,
                      int rank, int nranks, int blocking_hint) {
-  created(fn, comm, res, t0, cid, parent, rank, nranks, blocking_hint);
+  created_w(fn, comm, res, t0, cid, parent, rank, nranks, blocking_hint, 0);
+  if (res == ncclSuccess && blocking_hint && ng_cfg.warmup != NG_WARMUP_NEVER) ng_group_warm_later(comm);
 }
 
 /* A child communicator (split, shrink, grow): NCCL writes the caller's pointer only when the child's job ends

@@ -55,6 +55,15 @@ if [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*child-reg=ncclSuccess 
    && [ "$(logs splitgrp | grep -Ec 'fn=ncclCommSplit comm=0x[0-9a-f]+ cid=[0-9a-f]+ .*parent=[0-9a-f]+ .*result=ncclSuccess')" = 2 ]; then
   pass pin-split-in-group-recorded-at-group-end
 else fail pin-split-in-group-recorded-at-group-end "rc=$rc: $(logs splitgrp | grep -E 'fn=ncclCommSplit|WARN' | head -3 | cut -c1-200 | tr '\n' '|')"; fi
+# one thread drives 4 ranks; the split in a group makes two children of 2 ranks each (two cliques): their
+# warm-ups run together at the group's end (each alone waits for its peer's connection), and one group of
+# registrations on both children (two steps, one per clique) keeps every registration: all register, all
+# all-reduces correct, within the default timeout
+run splitgrp4 -- timeout 30 "$PROGS/ngtest" -m group -n 4 --split
+if [ $rc = 0 ] && [ "$(echo "$out" | grep -c 'RESULT ok .*child-reg=ncclSuccess child-win=0x.* child-ar=ok')" = 4 ] \
+   && ! logs splitgrp4 | grep -q 'WARN'; then
+  pass pin-split-in-group-two-cliques-one-thread
+else fail pin-split-in-group-two-cliques-one-thread "rc=$rc: $(echo "$out" | grep RESULT | cut -c1-120 | tr '\n' '|') $(logs splitgrp4 | grep WARN | head -2 | cut -c1-200)"; fi
 
 # window sizes that differ where the allocations do not are no layout that parts (NCCL 2.28.9 places a
 # window by its allocation, docs/NCCL.md): registered on every rank, no layout_mismatch
